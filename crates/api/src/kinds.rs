@@ -2,8 +2,9 @@
 //! flow-control groups joined the built-ins: RuntimeClass, CSIDriver, CSINode,
 //! VolumeAttachment, CSIStorageCapacity, ControllerRevision, ValidatingAdmissionPolicy,
 //! ValidatingAdmissionPolicyBinding, FlowSchema and PriorityLevelConfiguration; and the
-//! validation of other built-in kinds by area (`workloads`, `webhooks`, `rbac`: roles and
-//! bindings, `coordination`: leases).
+//! validation of other built-in kinds by area, each module saying what it checks and what not:
+//! `workloads`, `webhooks`, `autoscaling`, `policy`, `batch`, `storage`, `limit_range`,
+//! `nodes` (and Endpoints), `discovery`, `networking`, `coordination`, `rbac`.
 //!
 //! ## Guarantees
 //! - Defaults ([`apply_defaults`]) are those of kube's `pkg/apis/{storage,admissionregistration,
@@ -30,6 +31,10 @@
 //!   label selectors,
 //!   tolerations, resource quantities' ranges and PersistentVolume specs inside
 //!   VolumeAttachments.
+//! - [`validate`] also dispatches to the per-group modules of the other built-in kinds
+//!   (`autoscaling`, `policy`, `batch`, `storage`, `limit_range`, `nodes`, `discovery`,
+//!   `networking`, `coordination`, `rbac`; their docs say what each checks), after the core
+//!   and workload rules of [`workloads`].
 //! - Where kube prints a Go struct as the invalid value (`%#v` of an internal type, pointers
 //!   included), the value here is the JSON of the field: the message's wording after the value is
 //!   kube's. Pod updates' node selector and node selector terms are the exception: they print
@@ -277,6 +282,33 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>) -> Resul
     let mut causes = Vec::new();
     workloads::validate(def, object, old, &mut causes);
     match (def.group.as_str(), def.kind.as_str()) {
+        ("autoscaling", "HorizontalPodAutoscaler") => {
+            autoscaling::validate(def, object, old, &mut causes);
+        }
+        ("policy", "PodDisruptionBudget") => policy::validate(object, &mut causes),
+        ("batch", "CronJob") => batch::cron_job(object, old, &mut causes),
+        ("", "PersistentVolumeClaim") => storage::claim(object, &mut causes),
+        ("storage.k8s.io", "StorageClass") => storage::storage_class(object, old, &mut causes),
+        ("", "LimitRange") => limit_range::validate(object, &mut causes),
+        ("", "Node") => nodes::node(object, &mut causes),
+        ("", "Endpoints") => nodes::endpoints(object, &mut causes),
+        ("discovery.k8s.io", "EndpointSlice") => {
+            discovery::endpoint_slice(object, old, &mut causes);
+        }
+        ("networking.k8s.io", "Ingress") => networking::ingress(object, &mut causes),
+        ("networking.k8s.io", "IngressClass") => {
+            networking::ingress_class(object, old, &mut causes);
+        }
+        ("networking.k8s.io", "NetworkPolicy") => networking::network_policy(object, &mut causes),
+        ("coordination.k8s.io", "Lease") => coordination::lease(object, &mut causes),
+        ("rbac.authorization.k8s.io", "Role") => rbac::role(object, true, &mut causes),
+        ("rbac.authorization.k8s.io", "ClusterRole") => rbac::role(object, false, &mut causes),
+        ("rbac.authorization.k8s.io", "RoleBinding") => {
+            rbac::binding(object, old, true, &mut causes);
+        }
+        ("rbac.authorization.k8s.io", "ClusterRoleBinding") => {
+            rbac::binding(object, old, false, &mut causes);
+        }
         ("node.k8s.io", "RuntimeClass") => runtime_class(object, old, &mut causes),
         ("storage.k8s.io", "CSIDriver") => csi_driver(object, old, &mut causes),
         ("storage.k8s.io", "CSINode") => csi_node(object, old, &mut causes),
@@ -306,15 +338,6 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>) -> Resul
         ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration") => {
             priority_level(object, &mut causes);
         }
-        ("rbac.authorization.k8s.io", "Role") => rbac::role(object, true, &mut causes),
-        ("rbac.authorization.k8s.io", "ClusterRole") => rbac::role(object, false, &mut causes),
-        ("rbac.authorization.k8s.io", "RoleBinding") => {
-            rbac::binding(object, old, true, &mut causes);
-        }
-        ("rbac.authorization.k8s.io", "ClusterRoleBinding") => {
-            rbac::binding(object, old, false, &mut causes);
-        }
-        ("coordination.k8s.io", "Lease") => coordination::lease(object, &mut causes),
         _ => {}
     }
     if causes.is_empty() {
@@ -1866,9 +1889,17 @@ fn queuing_configuration(queuing: &Value, causes: &mut Vec<Cause>) {
     }
 }
 
+mod autoscaling;
+mod batch;
 mod coordination;
+mod discovery;
+mod limit_range;
+mod networking;
+mod nodes;
 mod pod_spec;
+mod policy;
 mod rbac;
+mod storage;
 
 /// kube's `ValidateTolerations` of `tolerations` at the path `at` (`spec.tolerations`): its
 /// field errors (admission plugins' configurations hold tolerations too).

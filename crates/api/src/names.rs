@@ -62,23 +62,6 @@ pub fn validate_dns1123_subdomain(s: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// kube's `path.IsValidPathSegmentName` (a name that is a path segment: RBAC objects'
-/// names and references, embedded objects' names), or with `prefix` its
-/// `IsValidPathSegmentPrefix` (`generateName`: `.` and `..` allowed): every problem, in kube's
-/// order and words.
-pub(crate) fn path_segment_problems(name: &str, prefix: bool) -> Vec<String> {
-    let mut problems = Vec::new();
-    if !prefix && (name == "." || name == "..") {
-        problems.push(format!("may not be '{name}'"));
-    }
-    for illegal in ["/", "%"] {
-        if name.contains(illegal) {
-            problems.push(format!("may not contain '{illegal}'"));
-        }
-    }
-    problems
-}
-
 pub(crate) fn validate_dns1035_label(s: &str) -> Result<(), String> {
     if s.len() > 63 {
         return Err("must be no more than 63 characters".to_owned());
@@ -143,6 +126,19 @@ pub fn validate_label_value(value: &str) -> Result<(), String> {
         return Err(LABEL_VALUE_MESSAGE.to_owned());
     }
     Ok(())
+}
+
+/// apimachinery's `path.IsValidPathSegmentName` (`prefix`: `IsValidPathSegmentPrefix`, which
+/// allows `.` and `..`): its messages for `name`, none when it is valid.
+pub(crate) fn path_segment_problems(name: &str, prefix: bool) -> Vec<String> {
+    if !prefix && (name == "." || name == "..") {
+        return vec![format!("may not be '{name}'")];
+    }
+    ["/", "%"]
+        .into_iter()
+        .filter(|illegal| name.contains(illegal))
+        .map(|illegal| format!("may not contain '{illegal}'"))
+        .collect()
 }
 
 /// `field.Invalid(field, value, message)` of a string value (Go's `%q`).

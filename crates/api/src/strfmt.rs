@@ -102,6 +102,40 @@ pub fn is_ip_sloppy(value: &str) -> bool {
     ip::parse_sloppy(value.as_bytes())
 }
 
+/// `k8s.io/utils/net.ParseCIDRSloppy` reads `value` (an address, leading zeros allowed, and a
+/// prefix length within its family's bits).
+#[must_use]
+pub fn is_cidr_sloppy(value: &str) -> bool {
+    ip::parse_cidr_sloppy(value.as_bytes())
+}
+
+/// The address `ParseIPSloppy` reads `value` as (IPv4-mapped IPv6 addresses as their IPv4
+/// address, as Go's `To4` sees them); `None` when it is no address, or one of the sloppy forms
+/// the standard parser refuses that is not an IPv4 address with leading zeros.
+#[must_use]
+pub fn parse_ip_sloppy(value: &str) -> Option<std::net::IpAddr> {
+    if !is_ip_sloppy(value) {
+        return None;
+    }
+    let address = match value.parse::<std::net::IpAddr>() {
+        Ok(address) => address,
+        Err(_) if !value.contains(':') => {
+            let parts: Vec<u8> = value
+                .split('.')
+                .map(|part| part.parse::<u8>())
+                .collect::<Result<_, _>>()
+                .ok()?;
+            let octets: [u8; 4] = parts.try_into().ok()?;
+            std::net::IpAddr::from(octets)
+        }
+        Err(_) => return None,
+    };
+    Some(match address {
+        std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(address, std::net::IpAddr::V4),
+        v4 => v4,
+    })
+}
+
 /// The family `ParseIPSloppy` reads `value` as: `Some(false)` for IPv4 (an IPv4-mapped IPv6
 /// address too, as Go's `To4` sees it), `Some(true)` for IPv6, `None` when it is no address.
 #[must_use]

@@ -315,7 +315,7 @@ fn list<'a>(value: &'a Value, key: &str) -> &'a [Value] {
 }
 
 /// The integer at `key`, if it is one.
-fn int(value: &Value, key: &str) -> Option<i64> {
+pub(super) fn int(value: &Value, key: &str) -> Option<i64> {
     let number = value.get(key)?;
     number.as_i64().or_else(|| {
         number
@@ -330,7 +330,7 @@ fn boolean(value: &Value, key: &str) -> Option<bool> {
 }
 
 /// A quantity as JSON holds it (a string, or a number).
-fn quantity(value: &Value) -> Option<Quantity> {
+pub(super) fn quantity(value: &Value) -> Option<Quantity> {
     match value {
         Value::String(s) => Quantity::parse(s),
         Value::Number(n) => Quantity::parse(&n.to_string()),
@@ -364,20 +364,20 @@ fn check_label_value(path: &str, value: &str, causes: &mut Vec<Cause>) {
     }
 }
 
-fn check_dns_label(path: &str, value: &str, causes: &mut Vec<Cause>) {
+pub(super) fn check_dns_label(path: &str, value: &str, causes: &mut Vec<Cause>) {
     if let Err(message) = validate_dns1123_label(value) {
         causes.push(invalid(path, &go_quote(value), &message));
     }
 }
 
-fn check_subdomain(path: &str, value: &str, causes: &mut Vec<Cause>) {
+pub(super) fn check_subdomain(path: &str, value: &str, causes: &mut Vec<Cause>) {
     if let Err(message) = validate_dns1123_subdomain(value) {
         causes.push(invalid(path, &go_quote(value), &message));
     }
 }
 
 /// `ValidateLabels`: each key a label name, each value a label value, at `path`.
-fn labels(map: Option<&Value>, path: &str, causes: &mut Vec<Cause>) {
+pub(super) fn labels(map: Option<&Value>, path: &str, causes: &mut Vec<Cause>) {
     let Some(map) = map.and_then(Value::as_object) else {
         return;
     };
@@ -1418,7 +1418,7 @@ fn container_common(container: &Value, here: &str, pod: &Pod, causes: &mut Vec<C
 }
 
 /// `validation.IsValidPortName`'s messages.
-fn port_name_messages(name: &str) -> Vec<&'static str> {
+pub(super) fn port_name_messages(name: &str) -> Vec<&'static str> {
     let mut messages = Vec::new();
     if name.len() > 15 {
         messages.push("must be no more than 15 characters");
@@ -1848,22 +1848,27 @@ fn is_extended_resource(name: &str) -> bool {
 }
 
 /// `IsOvercommitAllowed`.
-fn overcommit_allowed(name: &str) -> bool {
+pub(super) fn overcommit_allowed(name: &str) -> bool {
     is_native_resource(name) && !is_hugepages(name)
 }
 
-/// `validateContainerResourceName`.
-fn resource_name(name: &str, at: &str, causes: &mut Vec<Cause>) {
-    let quoted = go_quote(name);
+/// `validateResourceName`: a qualified name, standard unless it has a prefix.
+pub(super) fn any_resource_name(name: &str, at: &str, causes: &mut Vec<Cause>) {
     if let Err(message) = validate_qualified_name(name) {
-        causes.push(invalid(at, &quoted, &message));
+        causes.push(invalid(at, &go_quote(name), &message));
     } else if !name.contains('/') && !STANDARD_RESOURCES.contains(&name) && !is_hugepages(name) {
         causes.push(invalid(
             at,
-            &quoted,
+            &go_quote(name),
             "must be a standard resource type or fully qualified",
         ));
     }
+}
+
+/// `validateContainerResourceName`.
+pub(super) fn resource_name(name: &str, at: &str, causes: &mut Vec<Cause>) {
+    let quoted = go_quote(name);
+    any_resource_name(name, at, causes);
     if !name.contains('/') {
         if !matches!(name, "cpu" | "memory" | "ephemeral-storage") && !is_hugepages(name) {
             causes.push(invalid(
@@ -2703,7 +2708,7 @@ fn label_with_underscore_ok(label: &str) -> bool {
 /// An IP address `ParseIPSloppy` cannot read: kube 1.33's `IsValidIPForLegacyField` with
 /// `StrictIPCIDRValidation` off (alpha, so off by default), which accepts the non-canonical
 /// forms (IPv4 parts with leading zeros, IPv4-mapped IPv6) the strict check refuses.
-fn check_ip(at: &str, ip: &str, causes: &mut Vec<Cause>) {
+pub(super) fn check_ip(at: &str, ip: &str, causes: &mut Vec<Cause>) {
     if !crate::strfmt::is_ip_sloppy(ip) {
         causes.push(invalid(
             at,

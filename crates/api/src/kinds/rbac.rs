@@ -1,26 +1,39 @@
-//! kube's `pkg/apis/rbac/validation` for Roles, ClusterRoles, RoleBindings and
-//! ClusterRoleBindings: each rule has verbs, and either non-resource URLs (cluster roles
-//! only, nothing else beside them) or API groups and resources (resource names for one
-//! resource at most); a binding's `roleRef` names this group, a kind the binding may name and
-//! a path-segment name, and never changes on an update; each subject is a ServiceAccount (a
-//! DNS-subdomain name, no API group, a namespace in a cluster binding), a User or a Group of
-//! this group, with a name. Paths and words are kube's; a value kube prints as a Go struct or
-//! slice (`%#v`) is printed so (`[]string{"/x"}`, `rbac.RoleRef{...}`).
+//! Roles', ClusterRoles' and their bindings' rules as kube-apiserver's
+//! `pkg/apis/rbac/validation` (`ValidateRole`, `ValidateClusterRole`, `ValidateRoleBinding`,
+//! `ValidateClusterRoleBinding` and their updates) applies them, in kube's order.
 //!
-//! Not here: the names of the objects themselves (`metadata.name`, a path segment), checked
-//! with the rest of the metadata; escalation (the server's RBAC storage refuses it before
-//! validation, as kube's does).
+//! ## Guarantees
+//! - Each policy rule has verbs; a rule with `nonResourceURLs` is a ClusterRole's and names no
+//!   API group, resource or resource name; any other rule has API groups and resources. A
+//!   ClusterRole's `aggregationRule` has label selectors.
+//! - A binding's `roleRef` names the `rbac.authorization.k8s.io` group, a `Role` or
+//!   `ClusterRole` (a ClusterRoleBinding's only a `ClusterRole`) and a path-segment name, and
+//!   never changes (`roleRef: Invalid value: rbac.RoleRef{...}: cannot change roleRef`); each
+//!   subject has a name and a kind: a `ServiceAccount` (a DNS-subdomain name, no API group, a
+//!   namespace in a ClusterRoleBinding), a `User` or a `Group` (the RBAC API group).
+//! - Not checked (kube checks it): a ClusterRole's aggregation selectors' conversion to
+//!   selectors (`invalid label selector.`), which the label selector rules already refuse.
 
 use serde_json::Value;
 
-use super::{items, not_supported, text};
-use crate::field::{Cause, go_quote, invalid, required};
+use super::pod_spec;
+use crate::field::{Cause, go_quote, invalid, not_supported, required};
 use crate::names::{path_segment_problems, validate_dns1123_subdomain};
 
-/// The API group of roles and bindings (`rbac.GroupName`).
 const GROUP: &str = "rbac.authorization.k8s.io";
 
-/// A string list as Go's `%#v` prints a `[]string`.
+fn text<'a>(value: &'a Value, key: &str) -> &'a str {
+    value.get(key).and_then(Value::as_str).unwrap_or("")
+}
+
+fn list<'a>(value: &'a Value, key: &str) -> &'a [Value] {
+    value
+        .get(key)
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice)
+}
+
+/// Go's `%#v` of a `[]string`.
 fn go_strings(values: &[Value]) -> String {
     let quoted: Vec<String> = values
         .iter()
@@ -29,126 +42,135 @@ fn go_strings(values: &[Value]) -> String {
     format!("[]string{{{}}}", quoted.join(", "))
 }
 
-/// `validateRole` / `validateClusterRole` without the metadata: every rule.
+/// The causes of the Role (`namespaced`) or ClusterRole `object`.
 pub(super) fn role(object: &Value, namespaced: bool, causes: &mut Vec<Cause>) {
-    for (i, rule) in items(object, "rules").iter().enumerate() {
+    for (i, rule) in list(object, "rules").iter().enumerate() {
         policy_rule(rule, namespaced, &format!("rules[{i}]"), causes);
+    }
+    if namespaced {
+        return;
+    }
+    if let Some(aggregation) = object.get("aggregationRule").filter(|a| !a.is_null()) {
+        let selectors = list(aggregation, "clusterRoleSelectors");
+        if selectors.is_empty() {
+            causes.push(required(
+                "aggregationRule.clusterRoleSelectors",
+                "at least one clusterRoleSelector required if aggregationRule is non-nil",
+            ));
+        }
+        for (i, selector) in selectors.iter().enumerate() {
+            pod_spec::label_selector(
+                Some(selector),
+                &format!("aggregationRule.clusterRoleSelectors[{i}]"),
+                causes,
+            );
+        }
     }
 }
 
-/// kube's `validatePolicyRule`.
+/// `ValidatePolicyRule`.
 fn policy_rule(rule: &Value, namespaced: bool, at: &str, causes: &mut Vec<Cause>) {
-    if items(rule, "verbs").is_empty() {
+    if list(rule, "verbs").is_empty() {
         causes.push(required(
             &format!("{at}.verbs"),
             "verbs must contain at least one value",
         ));
     }
-    let urls = items(rule, "nonResourceURLs");
-    let (groups, resources) = (items(rule, "apiGroups"), items(rule, "resources"));
+    let urls = list(rule, "nonResourceURLs");
     if !urls.is_empty() {
-        let field = format!("{at}.nonResourceURLs");
+        let here = format!("{at}.nonResourceURLs");
         if namespaced {
             causes.push(invalid(
-                &field,
+                &here,
                 &go_strings(urls),
                 "namespaced rules cannot apply to non-resource URLs",
             ));
         }
-        if !groups.is_empty() || !resources.is_empty() || !items(rule, "resourceNames").is_empty() {
+        if ["apiGroups", "resources", "resourceNames"]
+            .iter()
+            .any(|key| !list(rule, key).is_empty())
+        {
             causes.push(invalid(
-                &field,
+                &here,
                 &go_strings(urls),
                 "rules cannot apply to both regular resources and non-resource URLs",
             ));
         }
         return;
     }
-    if groups.is_empty() {
+    if list(rule, "apiGroups").is_empty() {
         causes.push(required(
             &format!("{at}.apiGroups"),
             "resource rules must supply at least one api group",
         ));
     }
-    if resources.is_empty() {
+    if list(rule, "resources").is_empty() {
         causes.push(required(
             &format!("{at}.resources"),
             "resource rules must supply at least one resource",
         ));
     }
-    if !items(rule, "resourceNames").is_empty() && resources.len() > 1 {
-        causes.push(required(
-            &format!("{at}.resourceNames"),
-            "resource names cannot apply to multiple resources",
-        ));
-    }
 }
 
-/// `ValidateRoleBinding` / `ValidateClusterRoleBinding` without the metadata, and on an
-/// update the unchanged `roleRef`.
+/// Go's `%#v` of an `rbac.RoleRef`.
+fn go_role_ref(reference: &Value) -> String {
+    format!(
+        "rbac.RoleRef{{APIGroup:{}, Kind:{}, Name:{}}}",
+        go_quote(text(reference, "apiGroup")),
+        go_quote(text(reference, "kind")),
+        go_quote(text(reference, "name"))
+    )
+}
+
+/// The causes of the RoleBinding (`namespaced`) or ClusterRoleBinding `object` (updating
+/// `old`).
 pub(super) fn binding(
     object: &Value,
     old: Option<&Value>,
     namespaced: bool,
     causes: &mut Vec<Cause>,
 ) {
-    let api_group = text(object, "roleRef.apiGroup");
-    if api_group != GROUP {
+    let reference = object.get("roleRef").unwrap_or(&Value::Null);
+    let group = text(reference, "apiGroup");
+    if group != GROUP {
         causes.push(not_supported(
             "roleRef.apiGroup",
-            &Value::String(api_group.to_owned()),
+            &go_quote(group),
             &[GROUP],
         ));
     }
+    let kind = text(reference, "kind");
     let kinds: &[&str] = if namespaced {
         &["Role", "ClusterRole"]
     } else {
         &["ClusterRole"]
     };
-    let kind = text(object, "roleRef.kind");
     if !kinds.contains(&kind) {
-        causes.push(not_supported(
-            "roleRef.kind",
-            &Value::String(kind.to_owned()),
-            kinds,
-        ));
+        causes.push(not_supported("roleRef.kind", &go_quote(kind), kinds));
     }
-    let name = text(object, "roleRef.name");
+    let name = text(reference, "name");
     if name.is_empty() {
         causes.push(required("roleRef.name", ""));
-    } else {
-        for problem in path_segment_problems(name, false) {
-            causes.push(invalid("roleRef.name", &go_quote(name), &problem));
-        }
     }
-    for (i, subject) in items(object, "subjects").iter().enumerate() {
+    for problem in path_segment_problems(name, false) {
+        causes.push(invalid("roleRef.name", &go_quote(name), &problem));
+    }
+    for (i, subject) in list(object, "subjects").iter().enumerate() {
         binding_subject(subject, namespaced, &format!("subjects[{i}]"), causes);
     }
     if let Some(old) = old {
-        let role_ref = |o: &Value| {
-            [
-                text(o, "roleRef.apiGroup").to_owned(),
-                text(o, "roleRef.kind").to_owned(),
-                text(o, "roleRef.name").to_owned(),
-            ]
-        };
-        if role_ref(old) != role_ref(object) {
-            let [group, kind, name] = role_ref(object);
+        let before = old.get("roleRef").unwrap_or(&Value::Null);
+        if go_role_ref(before) != go_role_ref(reference) {
             causes.push(invalid(
                 "roleRef",
-                &format!(
-                    "rbac.RoleRef{{APIGroup:{}, Kind:{}, Name:{}}}",
-                    go_quote(&group),
-                    go_quote(&kind),
-                    go_quote(&name)
-                ),
+                &go_role_ref(reference),
                 "cannot change roleRef",
             ));
         }
     }
 }
 
-/// kube's `validateRoleBindingSubject`.
+/// `ValidateRoleBindingSubject`.
 fn binding_subject(subject: &Value, namespaced: bool, at: &str, causes: &mut Vec<Cause>) {
     let name = text(subject, "name");
     let group = text(subject, "apiGroup");
@@ -158,14 +180,14 @@ fn binding_subject(subject: &Value, namespaced: bool, at: &str, causes: &mut Vec
     match text(subject, "kind") {
         "ServiceAccount" => {
             if !name.is_empty()
-                && let Err(problem) = validate_dns1123_subdomain(name)
+                && let Err(message) = validate_dns1123_subdomain(name)
             {
-                causes.push(invalid(&format!("{at}.name"), &go_quote(name), &problem));
+                causes.push(invalid(&format!("{at}.name"), &go_quote(name), &message));
             }
             if !group.is_empty() {
                 causes.push(not_supported(
                     &format!("{at}.apiGroup"),
-                    &Value::String(group.to_owned()),
+                    &go_quote(group),
                     &[""],
                 ));
             }
@@ -173,26 +195,18 @@ fn binding_subject(subject: &Value, namespaced: bool, at: &str, causes: &mut Vec
                 causes.push(required(&format!("{at}.namespace"), ""));
             }
         }
-        kind @ ("User" | "Group") => {
-            if name.is_empty() {
-                let what = if kind == "User" { "user" } else { "group" };
-                causes.push(invalid(
-                    &format!("{at}.name"),
-                    "\"\"",
-                    &format!("{what} name cannot be empty"),
-                ));
-            }
+        "User" | "Group" => {
             if group != GROUP {
                 causes.push(not_supported(
                     &format!("{at}.apiGroup"),
-                    &Value::String(group.to_owned()),
+                    &go_quote(group),
                     &[GROUP],
                 ));
             }
         }
         other => causes.push(not_supported(
             &format!("{at}.kind"),
-            &Value::String(other.to_owned()),
+            &go_quote(other),
             &["ServiceAccount", "User", "Group"],
         )),
     }
@@ -202,89 +216,60 @@ fn binding_subject(subject: &Value, namespaced: bool, at: &str, causes: &mut Vec
 mod tests {
     use serde_json::{Value, json};
 
-    /// The 422's message for `object` of `plural` (after `old` on an update), or "" when valid.
-    fn refusal(plural: &str, object: &Value, old: Option<&Value>) -> String {
-        let def = crate::resources::builtin_resources()
+    use crate::resources::builtin_resources;
+
+    fn message(plural: &str, mut object: Value, old: Option<&Value>) -> Option<String> {
+        let def = builtin_resources()
             .into_iter()
-            .find(|d| d.group == super::GROUP && d.plural == plural)
+            .find(|d| d.group == "rbac.authorization.k8s.io" && d.plural == plural)
             .unwrap();
-        crate::kinds::validate(&def, object, old).map_or_else(|e| e.message, |()| String::new())
+        crate::defaults::apply_defaults(&def, &mut object);
+        crate::kinds::validate(&def, &object, old)
+            .err()
+            .map(|e| e.message)
     }
 
     #[test]
-    fn rules_need_verbs_and_either_resources_or_cluster_wide_urls() {
-        let role = |rules: Value| json!({"metadata": {"name": "r"}, "rules": rules});
-        let kubectl = role(json!([{"apiGroups": [""], "resources": ["pods"],
-            "verbs": ["get", "list"]}, {"apiGroups": ["apps"], "resources": ["deployments"],
-            "resourceNames": ["web"], "verbs": ["*"]}]));
-        assert_eq!(refusal("roles", &kubectl, None), "");
+    fn roles() {
+        // `kubectl create role r --verb=get --resource=pods`.
+        let good = json!({"metadata": {"name": "r"}, "rules": [{"apiGroups": [""],
+            "resources": ["pods"], "verbs": ["get"]}]});
+        assert_eq!(message("roles", good, None), None);
+        let bad = json!({"metadata": {"name": "r"}, "rules": [{"apiGroups": [""], "resources": ["pods"]},
+            {"verbs": ["get"], "nonResourceURLs": ["/healthz"]}, {"verbs": ["get"]}]});
         assert_eq!(
-            refusal(
-                "roles",
-                &role(json!([{"apiGroups": [""], "resources": ["pods"]}])),
-                None
-            ),
-            "Role.rbac.authorization.k8s.io \"r\" is invalid: rules[0].verbs: Required value: verbs must contain at least one value"
+            message("roles", bad, None).unwrap(),
+            "Role.rbac.authorization.k8s.io \"r\" is invalid: [rules[0].verbs: Required value: verbs must contain at least one value, rules[1].nonResourceURLs: Invalid value: []string{\"/healthz\"}: namespaced rules cannot apply to non-resource URLs, rules[2].apiGroups: Required value: resource rules must supply at least one api group, rules[2].resources: Required value: resource rules must supply at least one resource]"
         );
+        let cluster = json!({"metadata": {"name": "c"}, "rules": [{"verbs": ["get"], "nonResourceURLs": ["/healthz"]}],
+            "aggregationRule": {"clusterRoleSelectors": []}});
         assert_eq!(
-            refusal(
-                "roles",
-                &role(json!([{"verbs": ["get"], "resourceNames": ["a"],
-                "resources": ["pods", "secrets"]}])),
-                None
-            ),
-            "Role.rbac.authorization.k8s.io \"r\" is invalid: [rules[0].apiGroups: Required value: resource rules must supply at least one api group, rules[0].resourceNames: Required value: resource names cannot apply to multiple resources]"
-        );
-        let urls = role(json!([{"nonResourceURLs": ["/healthz", "/x/*"], "verbs": ["get"]}]));
-        assert_eq!(refusal("clusterroles", &urls, None), "");
-        assert_eq!(
-            refusal("roles", &urls, None),
-            "Role.rbac.authorization.k8s.io \"r\" is invalid: rules[0].nonResourceURLs: Invalid value: []string{\"/healthz\", \"/x/*\"}: namespaced rules cannot apply to non-resource URLs"
-        );
-        assert_eq!(
-            refusal(
-                "clusterroles",
-                &role(json!([{"nonResourceURLs": ["/x"],
-                "resources": ["pods"]}])),
-                None
-            ),
-            "ClusterRole.rbac.authorization.k8s.io \"r\" is invalid: [rules[0].verbs: Required value: verbs must contain at least one value, rules[0].nonResourceURLs: Invalid value: []string{\"/x\"}: rules cannot apply to both regular resources and non-resource URLs]"
+            message("clusterroles", cluster, None).unwrap(),
+            "ClusterRole.rbac.authorization.k8s.io \"c\" is invalid: aggregationRule.clusterRoleSelectors: Required value: at least one clusterRoleSelector required if aggregationRule is non-nil"
         );
     }
 
     #[test]
-    fn bindings_name_a_role_of_this_group_and_valid_subjects_and_keep_their_role() {
-        let binding = |role_ref: Value, subjects: Value| json!({"metadata": {"name": "b"}, "roleRef": role_ref, "subjects": subjects});
-        let view = json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-            "name": "view"});
-        let kubectl = binding(
-            view.clone(),
-            json!([
-            {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"},
-            {"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "devs"},
-            {"kind": "ServiceAccount", "name": "bot", "namespace": "ns"}]),
-        );
-        assert_eq!(refusal("rolebindings", &kubectl, None), "");
-        assert_eq!(refusal("clusterrolebindings", &kubectl, None), "");
-        let bad = binding(
-            json!({"apiGroup": "x", "kind": "Role", "name": "a/b"}),
-            json!([{"kind": "Robot", "name": ""},
-                {"kind": "ServiceAccount", "name": "Bad_Name", "apiGroup": "x"},
-                {"kind": "User", "name": ""}]),
-        );
+    fn bindings() {
+        // `kubectl create rolebinding b --role=r --user=alice --serviceaccount=default:sa`.
+        let binding = |kind: &str, name: &str| {
+            json!({"metadata": {"name": "b"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name},
+            "subjects": [{"kind": "User", "name": "alice"},
+                {"kind": "ServiceAccount", "name": "sa", "namespace": "default"}]})
+        };
+        assert_eq!(message("rolebindings", binding("Role", "r"), None), None);
+        let mut bad = binding("Policy", "");
+        bad["roleRef"]["apiGroup"] = json!("example.com");
+        bad["subjects"] = json!([{"kind": "Robot", "name": "x"}, {"kind": "ServiceAccount"}]);
         assert_eq!(
-            refusal("clusterrolebindings", &bad, None),
-            "ClusterRoleBinding.rbac.authorization.k8s.io \"b\" is invalid: [roleRef.apiGroup: Unsupported value: \"x\": supported values: \"rbac.authorization.k8s.io\", roleRef.kind: Unsupported value: \"Role\": supported values: \"ClusterRole\", roleRef.name: Invalid value: \"a/b\": may not contain '/', subjects[0].name: Required value, subjects[0].kind: Unsupported value: \"Robot\": supported values: \"ServiceAccount\", \"User\", \"Group\", subjects[1].name: Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*'), subjects[1].apiGroup: Unsupported value: \"x\": supported values: \"\", subjects[1].namespace: Required value, subjects[2].name: Required value, subjects[2].name: Invalid value: \"\": user name cannot be empty, subjects[2].apiGroup: Unsupported value: \"\": supported values: \"rbac.authorization.k8s.io\"]"
+            message("clusterrolebindings", bad, None).unwrap(),
+            "ClusterRoleBinding.rbac.authorization.k8s.io \"b\" is invalid: [roleRef.apiGroup: Unsupported value: \"example.com\": supported values: \"rbac.authorization.k8s.io\", roleRef.kind: Unsupported value: \"Policy\": supported values: \"ClusterRole\", roleRef.name: Required value, subjects[0].kind: Unsupported value: \"Robot\": supported values: \"ServiceAccount\", \"User\", \"Group\", subjects[1].name: Required value, subjects[1].namespace: Required value]"
         );
-        let edit = json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-            "name": "edit"});
+        let old = binding("Role", "r");
         assert_eq!(
-            refusal("rolebindings", &binding(edit, json!([])), Some(&kubectl)),
-            "RoleBinding.rbac.authorization.k8s.io \"b\" is invalid: roleRef: Invalid value: rbac.RoleRef{APIGroup:\"rbac.authorization.k8s.io\", Kind:\"ClusterRole\", Name:\"edit\"}: cannot change roleRef"
-        );
-        assert_eq!(
-            refusal("rolebindings", &binding(view, json!([])), Some(&kubectl)),
-            ""
+            message("rolebindings", binding("Role", "s"), Some(&old)).unwrap(),
+            "RoleBinding.rbac.authorization.k8s.io \"b\" is invalid: roleRef: Invalid value: rbac.RoleRef{APIGroup:\"rbac.authorization.k8s.io\", Kind:\"Role\", Name:\"s\"}: cannot change roleRef"
         );
     }
 }

@@ -915,3 +915,34 @@ fn a_stateful_set_s_template_spec_is_left_to_its_pods() {
         ]
     );
 }
+
+#[test]
+fn replication_controllers_select_their_templates() {
+    let rc = |selector: Value| {
+        defaulted(
+            "",
+            "replicationcontrollers",
+            json!({"metadata": {"name": "rc"}, "spec": {"selector": selector, "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}),
+        )
+    };
+    // No selector: kube's defaults take the template's labels.
+    assert!(validate(&def("", "replicationcontrollers"), &rc(json!(null)), None).is_ok());
+    assert_eq!(
+        message(
+            "",
+            "replicationcontrollers",
+            &rc(json!({"app": "db"})),
+            None
+        ),
+        "ReplicationController \"rc\" is invalid: spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"web\"}: `selector` does not match template `labels`"
+    );
+    let mut deadline = rc(json!({"app": "web"}));
+    deadline["spec"]["template"]["spec"]["activeDeadlineSeconds"] = json!(5);
+    deadline["spec"]["replicas"] = json!(-1);
+    assert_eq!(
+        message("", "replicationcontrollers", &deadline, None),
+        "ReplicationController \"rc\" is invalid: [spec.replicas: Invalid value: -1: must be greater than or equal to 0, spec.template.spec.activeDeadlineSeconds: Invalid value: 5: activeDeadlineSeconds in ReplicationController is not Supported]"
+    );
+}

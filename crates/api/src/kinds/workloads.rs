@@ -1,7 +1,7 @@
 //! The core and workload kinds' rules users meet first, as kube-apiserver's
 //! `pkg/apis/{core,apps,batch}/validation` and the v1 conversions apply them: ConfigMaps,
 //! Secrets, Pods, Deployments, ReplicaSets, StatefulSets, DaemonSets, ReplicationControllers,
-//! Jobs and CronJobs.
+//! Jobs and CronJobs' pod templates (CronJobs' other rules: [`super::batch`]).
 //!
 //! ## Guarantees
 //! - Conversion ([`convert`]): a Secret's `stringData` is write-only, as in kube's v1
@@ -34,8 +34,10 @@
 //!     `mismatchLabelKeys` merged into their selectors before validation
 //!     ([`prepare_created`], kube's `mutatePodAffinity`).
 //!   - Workloads: `replicas`, `minReadySeconds`, a Job's `parallelism`, `completions` and
-//!     `backoffLimit` are not negative; Deployments, ReplicaSets, StatefulSets and DaemonSets
-//!     have a selector that is not empty, matches their template's labels (`spec.template.
+//!     `backoffLimit` are not negative; a ReplicationController has a selector that is not
+//!     empty and matches its template's labels, and no `activeDeadlineSeconds`
+//!     (`ValidateReplicationControllerSpec`); Deployments, ReplicaSets, StatefulSets and
+//!     DaemonSets have a selector that is not empty, matches their template's labels (`spec.template.
 //!     metadata.labels: Invalid value: map[string]string{"a":"c"}: `selector` does not match
 //!     template `labels``) and never changes (`field is immutable`, printed as Go's `%#v` of
 //!     the selector); their pods restart `Always`; a Job's `OnFailure` or `Never`.
@@ -276,11 +278,7 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>, causes: 
             pod_spec::validate(spec, "template.spec", false, "", false, causes);
             pod_spec::annotations_match_fields(metadata, spec, "template.spec", causes);
         }
-        ("", "ReplicationController") => {
-            nonnegative(object, "replicas", causes);
-            nonnegative(object, "minReadySeconds", causes);
-            template(object, "spec.template", &["Always"], false, causes);
-        }
+        ("", "ReplicationController") => replication_controller(object, causes),
         ("apps", kind @ ("Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet")) => {
             if kind != "DaemonSet" {
                 nonnegative(object, "replicas", causes);
@@ -321,14 +319,57 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>, causes: 
                 causes,
             );
         }
-        ("batch", "CronJob") => template(
-            object,
-            "spec.jobTemplate.spec.template",
-            &["OnFailure", "Never"],
-            false,
-            causes,
-        ),
         _ => {}
+    }
+}
+
+/// kube's `ValidateReplicationControllerSpec`: `minReadySeconds`, a selector that is not
+/// empty, `replicas`, then the template (`ValidatePodTemplateSpecForRC`): the selector
+/// matches its labels, its metadata and spec, restart policy `Always` and no
+/// `activeDeadlineSeconds`.
+fn replication_controller(object: &Value, causes: &mut Vec<Cause>) {
+    nonnegative(object, "minReadySeconds", causes);
+    let selector = object
+        .pointer("/spec/selector")
+        .and_then(Value::as_object)
+        .filter(|selector| !selector.is_empty());
+    if selector.is_none() {
+        causes.push(required("spec.selector", ""));
+    }
+    if object.pointer("/spec/replicas").is_none_or(Value::is_null) {
+        causes.push(required("spec.replicas", ""));
+    } else {
+        nonnegative(object, "replicas", causes);
+    }
+    let template_present = object
+        .pointer("/spec/template")
+        .is_some_and(|t| !t.is_null());
+    if let Some(selector) = selector
+        && template_present
+    {
+        let labels = object.pointer("/spec/template/metadata/labels");
+        let label = |key: &str| labels.and_then(|l| l.get(key)).and_then(Value::as_str);
+        if selector
+            .iter()
+            .any(|(key, value)| label(key) != value.as_str())
+        {
+            causes.push(invalid(
+                "spec.template.metadata.labels",
+                &go_string_map(labels),
+                "`selector` does not match template `labels`",
+            ));
+        }
+    }
+    template(object, "spec.template", &["Always"], false, causes);
+    if let Some(deadline) = object
+        .pointer("/spec/template/spec/activeDeadlineSeconds")
+        .and_then(Value::as_i64)
+    {
+        causes.push(invalid(
+            "spec.template.spec.activeDeadlineSeconds",
+            &deadline.to_string(),
+            "activeDeadlineSeconds in ReplicationController is not Supported",
+        ));
     }
 }
 
@@ -365,7 +406,13 @@ fn template_metadata(template: &Value, path: &str, causes: &mut Vec<Cause>) {
 
 /// A workload's pod template at `path`: its metadata, its spec, and the restart policies it
 /// may have.
-fn template(object: &Value, path: &str, restart: &[&str], stateful: bool, causes: &mut Vec<Cause>) {
+pub(super) fn template(
+    object: &Value,
+    path: &str,
+    restart: &[&str],
+    stateful: bool,
+    causes: &mut Vec<Cause>,
+) {
     let pointer = format!("/{}", path.replace('.', "/"));
     let Some(template) = object.pointer(&pointer).filter(|t| !t.is_null()) else {
         causes.push(required(path, ""));
@@ -536,7 +583,7 @@ fn go_string_map(map: Option<&Value>) -> String {
 }
 
 /// A label selector as Go's `%#v` prints kube's `v1.LabelSelector`.
-fn go_selector(selector: Option<&Value>) -> String {
+pub(super) fn go_selector(selector: Option<&Value>) -> String {
     let Some(selector) = selector.filter(|s| !s.is_null()) else {
         return "null".to_owned();
     };
