@@ -4,7 +4,7 @@
 //! ## Guarantees
 //! - `addressType` is `IPv4`, `IPv6` or `FQDN`, and never changes.
 //! - At most 1,000 endpoints, each with 1 to 100 addresses of the slice's type (IPv4 or IPv6
-//!   addresses that are not unspecified, loopback or link-local; fully qualified domain names),
+//!   addresses that are not unspecified or link-local (loopback accepted, see `nodes`); fully qualified domain names),
 //!   a DNS-subdomain node name, at most 16 deprecated topology labels (valid labels), a
 //!   DNS-label hostname, at most 8 zone hints with unique label-value names.
 //! - At most 20,000 ports, each with a DNS-label name unique in the slice, a protocol `TCP`,

@@ -7,14 +7,19 @@
 //!   `PreferNoSchedule` or `NoExecute`, and no other taint with its key and effect. The path
 //!   is kube's own: `metadata.taints[i]` (kube builds it from the metadata's path).
 //! - Each Endpoints subset has addresses or not-ready addresses; each address an IP
-//!   (`IsValidIPForLegacyField`) that is not unspecified, loopback or link-local
+//!   (`IsValidIPForLegacyField`) that is not unspecified or link-local
 //!   (`ValidateEndpointIP`), a DNS-label hostname and a DNS-subdomain node name; each port a
 //!   DNS-label name (required when there are several), a number between 1 and 65535, a
 //!   protocol `TCP`, `UDP` or `SCTP` and a qualified-name `appProtocol`.
 //! - Not checked (kube checks them): a Node's pod CIDRs, resources, config source and
 //!   annotations; the Endpoints' annotations.
 //!
-//! Differs from kube: a duplicate taint is printed as Go's `%#v` of kube's `core.Taint` with
+//! Differs from kube: a loopback address (127.0.0.0/8, `::1`) is accepted in Endpoints and
+//! EndpointSlices, where kube refuses it (`may not be in the loopback range`): this server
+//! runs on one machine as often as in a cluster, reaches a Service-backed admission or
+//! conversion webhook through its endpoints (a webhook on the same machine listens on
+//! loopback), and seeds its own `kubernetes` endpoints with its listening address (kube's
+//! endpoint reconciler writes that without validation). A duplicate taint is printed as Go's `%#v` of kube's `core.Taint` with
 //! its `timeAdded` as `(*v1.Time)(nil)` or its JSON text (kube prints a pointer's address).
 
 use serde_json::Value;
@@ -125,19 +130,19 @@ fn endpoint_address(address: &Value, at: &str, causes: &mut Vec<Cause>) {
     endpoint_ip(ip, &ip_path, causes);
 }
 
-/// kube's `ValidateEndpointIP` (once `ValidateNonSpecialIP`).
+/// kube's `ValidateEndpointIP` (once `ValidateNonSpecialIP`), loopback addresses accepted.
 pub(super) fn endpoint_ip(ip: &str, at: &str, causes: &mut Vec<Cause>) {
     use std::net::IpAddr;
     let Some(address) = crate::strfmt::parse_ip_sloppy(ip) else {
         causes.push(invalid(at, &go_quote(ip), "must be a valid IP address"));
         return;
     };
-    let (unspecified, loopback, link_local, link_local_multicast) = match address {
+    // Loopback addresses are accepted (see the module docs).
+    let (unspecified, link_local, link_local_multicast) = match address {
         IpAddr::V4(v4) => {
             let o = v4.octets();
             (
                 v4.is_unspecified(),
-                v4.is_loopback(),
                 o[0] == 169 && o[1] == 254,
                 o[0] == 224 && o[1] == 0 && o[2] == 0,
             )
@@ -146,7 +151,6 @@ pub(super) fn endpoint_ip(ip: &str, at: &str, causes: &mut Vec<Cause>) {
             let s = v6.segments();
             (
                 v6.is_unspecified(),
-                v6.is_loopback(),
                 s[0] & 0xffc0 == 0xfe80,
                 s[0] & 0xff0f == 0xff02,
             )
@@ -158,13 +162,6 @@ pub(super) fn endpoint_ip(ip: &str, at: &str, causes: &mut Vec<Cause>) {
             at,
             &quoted,
             &format!("may not be unspecified ({ip})"),
-        ));
-    }
-    if loopback {
-        causes.push(invalid(
-            at,
-            &quoted,
-            "may not be in the loopback range (127.0.0.0/8, ::1/128)",
         ));
     }
     if link_local {
@@ -266,7 +263,7 @@ mod tests {
             {"ports": []}]));
         assert_eq!(
             message("endpoints", bad).unwrap(),
-            "Endpoints \"e\" is invalid: [subsets[0].addresses[0].ip: Invalid value: \"bad\": must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff), subsets[0].addresses[0].ip: Invalid value: \"bad\": must be a valid IP address, subsets[0].addresses[1].ip: Invalid value: \"127.0.0.1\": may not be in the loopback range (127.0.0.0/8, ::1/128), subsets[0].ports[0].name: Required value, subsets[0].ports[0].port: Invalid value: 70000: must be between 1 and 65535, inclusive, subsets[0].ports[1].protocol: Unsupported value: \"ICMP\": supported values: \"SCTP\", \"TCP\", \"UDP\", subsets[1]: Required value: must specify `addresses` or `notReadyAddresses`]"
+            "Endpoints \"e\" is invalid: [subsets[0].addresses[0].ip: Invalid value: \"bad\": must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff), subsets[0].addresses[0].ip: Invalid value: \"bad\": must be a valid IP address, subsets[0].ports[0].name: Required value, subsets[0].ports[0].port: Invalid value: 70000: must be between 1 and 65535, inclusive, subsets[0].ports[1].protocol: Unsupported value: \"ICMP\": supported values: \"SCTP\", \"TCP\", \"UDP\", subsets[1]: Required value: must specify `addresses` or `notReadyAddresses`]"
         );
     }
 }
