@@ -17,10 +17,7 @@ use serde_json::Value;
 
 use super::{nodes, pod_spec};
 use crate::field::{Cause, duplicate, go_quote, invalid, not_supported, required, too_many};
-use crate::names::{
-    validate_dns1123_label, validate_dns1123_subdomain, validate_label_value,
-    validate_qualified_name,
-};
+use crate::names::{validate_dns1123_label, validate_dns1123_subdomain, validate_label_value};
 
 /// kube's `maxEndpoints`, `maxAddresses`, `maxPorts`, `maxTopologyLabels`, `maxZoneHints`.
 const MAX_ENDPOINTS: usize = 1000;
@@ -202,24 +199,8 @@ fn ports(ports: &[Value], causes: &mut Vec<Cause>) {
         if !names.insert(name) {
             causes.push(duplicate(&format!("{at}.name"), &go_quote(name)));
         }
-        match port.get("protocol").and_then(Value::as_str) {
-            None => causes.push(required(&format!("{at}.protocol"), "")),
-            Some("TCP" | "UDP" | "SCTP") => {}
-            Some(other) => causes.push(not_supported(
-                &format!("{at}.protocol"),
-                &go_quote(other),
-                &["SCTP", "TCP", "UDP"],
-            )),
-        }
-        if let Some(protocol) = port.get("appProtocol").and_then(Value::as_str)
-            && let Err(message) = validate_qualified_name(protocol)
-        {
-            causes.push(invalid(
-                &format!("{at}.appProtocol"),
-                &go_quote(protocol),
-                &message,
-            ));
-        }
+        let protocol = port.get("protocol").and_then(Value::as_str);
+        nodes::port_protocols(port, protocol, &at, causes);
     }
 }
 

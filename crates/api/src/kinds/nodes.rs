@@ -196,10 +196,22 @@ fn endpoint_port(port: &Value, require_name: bool, at: &str, causes: &mut Vec<Ca
             "must be between 1 and 65535, inclusive",
         ));
     }
-    match text(port, "protocol") {
-        "" => causes.push(required(&format!("{at}.protocol"), "")),
-        "TCP" | "UDP" | "SCTP" => {}
-        other => causes.push(not_supported(
+    let protocol = Some(text(port, "protocol")).filter(|p| !p.is_empty());
+    port_protocols(port, protocol, at, causes);
+}
+
+/// An endpoint port's `protocol` (`None`: absent, or empty where kube's field is a plain
+/// string) and `appProtocol`, as Endpoints' and EndpointSlices' validation check them.
+pub(super) fn port_protocols(
+    port: &Value,
+    protocol: Option<&str>,
+    at: &str,
+    causes: &mut Vec<Cause>,
+) {
+    match protocol {
+        None => causes.push(required(&format!("{at}.protocol"), "")),
+        Some("TCP" | "UDP" | "SCTP") => {}
+        Some(other) => causes.push(not_supported(
             &format!("{at}.protocol"),
             &go_quote(other),
             &["SCTP", "TCP", "UDP"],
