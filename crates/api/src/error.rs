@@ -80,6 +80,26 @@ fn plural_errors(count: usize) -> &'static str {
 }
 
 impl ApiError {
+    /// Each cause of the error as `field: message`, in order (tests compare them).
+    #[cfg(test)]
+    pub(crate) fn cause_lines(&self) -> Vec<String> {
+        self.details
+            .as_ref()
+            .and_then(|d| d["causes"].as_array())
+            .map_or_else(Vec::new, |causes| {
+                causes
+                    .iter()
+                    .map(|c| {
+                        format!(
+                            "{}: {}",
+                            c["field"].as_str().unwrap_or(""),
+                            c["message"].as_str().unwrap_or("")
+                        )
+                    })
+                    .collect()
+            })
+    }
+
     /// An error with no details.
     #[must_use]
     pub fn new(code: u16, reason: &str, message: impl Into<String>) -> ApiError {

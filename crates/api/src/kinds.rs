@@ -1889,6 +1889,7 @@ fn queuing_configuration(queuing: &Value, causes: &mut Vec<Cause>) {
     }
 }
 
+mod access;
 mod autoscaling;
 mod batch;
 mod coordination;

@@ -27,6 +27,7 @@
 
 use serde_json::Value;
 
+use super::access::{get, list, text};
 use super::pod_spec;
 use crate::field::{Cause, forbidden, go_quote, invalid, not_supported, required};
 use crate::names::path_segment_problems;
@@ -119,21 +120,6 @@ fn spec_causes(spec: &Value, lower_bound: i64, causes: &mut Vec<Cause>) {
             }
         }
     }
-}
-
-fn get<'a>(value: &'a Value, key: &str) -> Option<&'a Value> {
-    value.get(key).filter(|v| !v.is_null())
-}
-
-fn text<'a>(value: &'a Value, key: &str) -> &'a str {
-    value.get(key).and_then(Value::as_str).unwrap_or("")
-}
-
-fn list<'a>(value: &'a Value, key: &str) -> &'a [Value] {
-    value
-        .get(key)
-        .and_then(Value::as_array)
-        .map_or(&[], Vec::as_slice)
 }
 
 /// `ValidateCrossVersionObjectReference`.
@@ -475,18 +461,7 @@ mod tests {
         crate::defaults::apply_defaults(&def, &mut object);
         match crate::kinds::validate(&def, &object, old) {
             Ok(()) => Vec::new(),
-            Err(err) => err.details.unwrap()["causes"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|c| {
-                    format!(
-                        "{}: {}",
-                        c["field"].as_str().unwrap(),
-                        c["message"].as_str().unwrap()
-                    )
-                })
-                .collect(),
+            Err(err) => err.cause_lines(),
         }
     }
 

@@ -401,18 +401,7 @@ mod tests {
         crate::defaults::apply_defaults(&def, &mut object);
         match crate::kinds::validate(&def, &object, old) {
             Ok(()) => Vec::new(),
-            Err(err) => err.details.unwrap()["causes"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|c| {
-                    format!(
-                        "{}: {}",
-                        c["field"].as_str().unwrap(),
-                        c["message"].as_str().unwrap()
-                    )
-                })
-                .collect(),
+            Err(err) => err.cause_lines(),
         }
     }
 

@@ -15,6 +15,7 @@
 
 use serde_json::Value;
 
+use super::access::list;
 use super::{nodes, pod_spec};
 use crate::field::{Cause, duplicate, go_quote, invalid, not_supported, required, too_many};
 use crate::names::{validate_dns1123_label, validate_dns1123_subdomain, validate_label_value};
@@ -25,13 +26,6 @@ const MAX_ADDRESSES: usize = 100;
 const MAX_PORTS: usize = 20_000;
 const MAX_TOPOLOGY_LABELS: usize = 16;
 const MAX_ZONE_HINTS: usize = 8;
-
-fn list<'a>(value: &'a Value, key: &str) -> &'a [Value] {
-    value
-        .get(key)
-        .and_then(Value::as_array)
-        .map_or(&[], Vec::as_slice)
-}
 
 /// The causes of the EndpointSlice `object` (updating `old`).
 pub(super) fn endpoint_slice(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {

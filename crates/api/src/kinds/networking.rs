@@ -24,6 +24,7 @@
 
 use serde_json::Value;
 
+use super::access::{get, list, text};
 use super::pod_spec;
 use crate::field::{Cause, forbidden, go_quote, invalid, not_supported, required, too_long};
 use crate::names::{validate_dns1035_label, validate_dns1123_subdomain};
@@ -32,21 +33,6 @@ use crate::names::{validate_dns1035_label, validate_dns1123_subdomain};
 const MAX_CONTROLLER_LENGTH: usize = 250;
 
 const WILDCARD_MESSAGE: &str = "a wildcard DNS-1123 subdomain must start with '*.', followed by a valid DNS subdomain, which must consist of lower case alphanumeric characters, '-' or '.' and end with an alphanumeric character (e.g. '*.example.com', regex used for validation is '\\*\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
-
-fn text<'a>(value: &'a Value, key: &str) -> &'a str {
-    value.get(key).and_then(Value::as_str).unwrap_or("")
-}
-
-fn get<'a>(value: &'a Value, key: &str) -> Option<&'a Value> {
-    value.get(key).filter(|v| !v.is_null())
-}
-
-fn list<'a>(value: &'a Value, key: &str) -> &'a [Value] {
-    value
-        .get(key)
-        .and_then(Value::as_array)
-        .map_or(&[], Vec::as_slice)
-}
 
 /// The causes of the Ingress `object`.
 pub(super) fn ingress(object: &Value, causes: &mut Vec<Cause>) {

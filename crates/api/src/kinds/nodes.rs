@@ -24,20 +24,10 @@
 
 use serde_json::Value;
 
+use super::access::{list, text};
 use super::pod_spec;
 use crate::field::{Cause, go_quote, invalid, not_supported, required};
 use crate::names::{validate_dns1123_subdomain, validate_label_value, validate_qualified_name};
-
-fn text<'a>(value: &'a Value, key: &str) -> &'a str {
-    value.get(key).and_then(Value::as_str).unwrap_or("")
-}
-
-fn list<'a>(value: &'a Value, key: &str) -> &'a [Value] {
-    value
-        .get(key)
-        .and_then(Value::as_array)
-        .map_or(&[], Vec::as_slice)
-}
 
 /// `validateNodeTaints` of the Node `object`.
 pub(super) fn node(object: &Value, causes: &mut Vec<Cause>) {

@@ -107,6 +107,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::Value;
 
+use super::access::{get, list, text};
 use crate::field::{Cause, duplicate, forbidden, go_quote, invalid, not_supported, required};
 use crate::names::{
     validate_dns1123_label, validate_dns1123_subdomain, validate_label_value,
@@ -294,24 +295,6 @@ fn not_found(path: &str, printed: &str) -> Cause {
         format!("Not found: {printed}"),
         "FieldValueNotFound".to_owned(),
     )
-}
-
-/// The field `key` of `value` when present and not null.
-fn get<'a>(value: &'a Value, key: &str) -> Option<&'a Value> {
-    value.get(key).filter(|v| !v.is_null())
-}
-
-/// The string at `key` (empty when absent or not a string).
-fn text<'a>(value: &'a Value, key: &str) -> &'a str {
-    value.get(key).and_then(Value::as_str).unwrap_or("")
-}
-
-/// The list at `key` (empty when absent or not a list).
-fn list<'a>(value: &'a Value, key: &str) -> &'a [Value] {
-    value
-        .get(key)
-        .and_then(Value::as_array)
-        .map_or(&[], Vec::as_slice)
 }
 
 /// The integer at `key`, if it is one.

@@ -951,18 +951,7 @@ fn status_ips_are_checked_when_an_update_changes_them() {
     let update = |status: Value, old: &Value| -> Vec<String> {
         match validate(&def, &with_status(status), Some(old)) {
             Ok(()) => Vec::new(),
-            Err(err) => err.details.as_ref().unwrap()["causes"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|c| {
-                    format!(
-                        "{}: {}",
-                        c["field"].as_str().unwrap(),
-                        c["message"].as_str().unwrap()
-                    )
-                })
-                .collect(),
+            Err(err) => err.cause_lines(),
         }
     };
     // A status the client set on create is kept: unchanged, it is not checked again.

@@ -16,22 +16,12 @@
 
 use serde_json::Value;
 
+use super::access::{list, text};
 use super::pod_spec;
 use crate::field::{Cause, go_quote, invalid, not_supported, required};
 use crate::names::{path_segment_problems, validate_dns1123_subdomain};
 
 const GROUP: &str = "rbac.authorization.k8s.io";
-
-fn text<'a>(value: &'a Value, key: &str) -> &'a str {
-    value.get(key).and_then(Value::as_str).unwrap_or("")
-}
-
-fn list<'a>(value: &'a Value, key: &str) -> &'a [Value] {
-    value
-        .get(key)
-        .and_then(Value::as_array)
-        .map_or(&[], Vec::as_slice)
-}
 
 /// Go's `%#v` of a `[]string`.
 fn go_strings(values: &[Value]) -> String {

@@ -604,18 +604,7 @@ fn scheduling_gates_may_only_be_removed() {
 fn causes(group: &str, plural: &str, object: &Value, old: Option<&Value>) -> Vec<String> {
     match validate(&def(group, plural), object, old) {
         Ok(()) => Vec::new(),
-        Err(err) => err.details.as_ref().unwrap()["causes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| {
-                format!(
-                    "{}: {}",
-                    c["field"].as_str().unwrap(),
-                    c["message"].as_str().unwrap()
-                )
-            })
-            .collect(),
+        Err(err) => err.cause_lines(),
     }
 }
 

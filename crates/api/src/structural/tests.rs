@@ -33,18 +33,7 @@ fn failures(schema: &Value, spec: Value, old: Option<Value>) -> Vec<String> {
         Ok(()) => Vec::new(),
         Err(error) => {
             assert_eq!(error.code, 422);
-            error.details.as_ref().unwrap()["causes"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|c| {
-                    format!(
-                        "{}: {}",
-                        c["field"].as_str().unwrap(),
-                        c["message"].as_str().unwrap()
-                    )
-                })
-                .collect()
+            error.cause_lines()
         }
     }
 }
