@@ -1889,6 +1889,23 @@ fn queuing_configuration(queuing: &Value, causes: &mut Vec<Cause>) {
     }
 }
 
+/// The 422's message for `object` of the built-in `group`/`plural` after its defaults (on an
+/// update of `old`), `None` when it is valid: the kinds' modules' tests.
+#[cfg(test)]
+pub(crate) fn refusal(
+    group: &str,
+    plural: &str,
+    mut object: Value,
+    old: Option<&Value>,
+) -> Option<String> {
+    let def = crate::resources::builtin_resources()
+        .into_iter()
+        .find(|d| d.group == group && d.plural == plural)
+        .unwrap();
+    crate::defaults::apply_defaults(&def, &mut object);
+    validate(&def, &object, old).err().map(|e| e.message)
+}
+
 mod access;
 mod autoscaling;
 mod batch;

@@ -222,17 +222,8 @@ pub(super) fn port_protocols(
 mod tests {
     use serde_json::{Value, json};
 
-    use crate::resources::builtin_resources;
-
-    fn message(plural: &str, mut object: Value) -> Option<String> {
-        let def = builtin_resources()
-            .into_iter()
-            .find(|d| d.group.is_empty() && d.plural == plural)
-            .unwrap();
-        crate::defaults::apply_defaults(&def, &mut object);
-        crate::kinds::validate(&def, &object, None)
-            .err()
-            .map(|e| e.message)
+    fn message(plural: &str, object: Value) -> Option<String> {
+        crate::kinds::refusal("", plural, object, None)
     }
 
     #[test]

@@ -198,22 +198,8 @@ fn parameters(parameters: Option<&Value>, causes: &mut Vec<Cause>) {
 mod tests {
     use serde_json::{Value, json};
 
-    use crate::resources::builtin_resources;
-
-    fn message(
-        group: &str,
-        plural: &str,
-        mut object: Value,
-        old: Option<&Value>,
-    ) -> Option<String> {
-        let def = builtin_resources()
-            .into_iter()
-            .find(|d| d.group == group && d.plural == plural)
-            .unwrap();
-        crate::defaults::apply_defaults(&def, &mut object);
-        crate::kinds::validate(&def, &object, old)
-            .err()
-            .map(|e| e.message)
+    fn message(group: &str, plural: &str, object: Value, old: Option<&Value>) -> Option<String> {
+        crate::kinds::refusal(group, plural, object, old)
     }
 
     #[test]
@@ -267,7 +253,7 @@ mod tests {
         );
         let mut old = class.clone();
         crate::defaults::apply_defaults(
-            &builtin_resources()
+            &crate::resources::builtin_resources()
                 .into_iter()
                 .find(|d| d.plural == "storageclasses")
                 .unwrap(),
