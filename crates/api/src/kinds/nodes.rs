@@ -198,15 +198,7 @@ pub(super) fn port_protocols(
     at: &str,
     causes: &mut Vec<Cause>,
 ) {
-    match protocol {
-        None => causes.push(required(&format!("{at}.protocol"), "")),
-        Some("TCP" | "UDP" | "SCTP") => {}
-        Some(other) => causes.push(not_supported(
-            &format!("{at}.protocol"),
-            &go_quote(other),
-            &["SCTP", "TCP", "UDP"],
-        )),
-    }
+    pod_spec::port_protocol(protocol, at, causes);
     if let Some(protocol) = port.get("appProtocol").and_then(Value::as_str)
         && let Err(message) = validate_qualified_name(protocol)
     {

@@ -1458,14 +1458,25 @@ fn container_ports(ports: &[Value], at: &str, causes: &mut Vec<Cause>) {
                 PORT_RANGE,
             ));
         }
+        // Absent is defaulted (TCP): only a value sent is checked.
         let protocol = text(port, "protocol");
-        if !matches!(protocol, "" | "TCP" | "UDP" | "SCTP") {
-            causes.push(not_supported(
-                &format!("{here}.protocol"),
-                &go_quote(protocol),
-                &["SCTP", "TCP", "UDP"],
-            ));
+        if !protocol.is_empty() {
+            port_protocol(Some(protocol), &here, causes);
         }
+    }
+}
+
+/// A port's `protocol` at `at` (`None`: absent or empty, where kube requires it): `TCP`,
+/// `UDP` or `SCTP` (containers', Services' and endpoints' ports alike).
+pub(super) fn port_protocol(protocol: Option<&str>, at: &str, causes: &mut Vec<Cause>) {
+    match protocol {
+        None => causes.push(required(&format!("{at}.protocol"), "")),
+        Some("TCP" | "UDP" | "SCTP") => {}
+        Some(other) => causes.push(not_supported(
+            &format!("{at}.protocol"),
+            &go_quote(other),
+            &["SCTP", "TCP", "UDP"],
+        )),
     }
 }
 

@@ -661,15 +661,8 @@ fn service_ports(object: &Value, causes: &mut Vec<Cause>) {
                 "must be between 1 and 65535, inclusive",
             ));
         }
-        match port.get("protocol").and_then(Value::as_str).unwrap_or("") {
-            "" => causes.push(required(&format!("{at}.protocol"), "")),
-            "TCP" | "UDP" | "SCTP" => {}
-            other => causes.push(not_supported(
-                &format!("{at}.protocol"),
-                &go_quote(other),
-                &["SCTP", "TCP", "UDP"],
-            )),
-        }
+        let protocol = port.get("protocol").and_then(Value::as_str);
+        pod_spec::port_protocol(protocol.filter(|p| !p.is_empty()), &at, causes);
         if let Some(target) = port.get("targetPort").and_then(Value::as_i64)
             && !(1..=65535).contains(&target)
         {
