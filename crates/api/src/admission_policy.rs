@@ -83,7 +83,7 @@ use crate::cel_rules::{
     measured, measured_cel, to_val,
 };
 use crate::error::ApiError;
-use crate::kinds::workloads::label_selector_matches;
+use crate::label_selector::label_selector_matches;
 use crate::resources::ResourceDef;
 
 /// The cost all match conditions of one evaluation may reach together (kube's
@@ -680,7 +680,7 @@ fn matches(
 
 /// The first `matchExpressions` operator kube does not know in `selector`.
 fn unknown_operator(selector: &Value) -> String {
-    crate::kinds::workloads::selector_requirements(selector)
+    crate::label_selector::selector_requirements(selector)
         .filter_map(|(_, operator, _)| operator)
         .find(|op| !matches!(*op, "In" | "NotIn" | "Exists" | "DoesNotExist"))
         .unwrap_or_default()

@@ -113,7 +113,7 @@ fn invalid_json(field: &str, value: &Value, detail: &str) -> Cause {
 
 /// A DNS-1035 label check (`IsDNS1035Label`), with Kubernetes' message.
 fn dns1035(value: &str) -> Result<(), String> {
-    crate::meta::validate_dns1035_label(value)
+    crate::names::validate_dns1035_label(value)
 }
 
 fn strings_at(object: &Value, pointer: &str) -> Vec<String> {
@@ -214,7 +214,7 @@ pub fn validation_causes(object: &Value, old: Option<&Value>) -> Vec<Cause> {
     }
     if group.is_empty() {
         causes.push(required("spec.group"));
-    } else if let Err(message) = crate::meta::validate_dns1123_subdomain(group) {
+    } else if let Err(message) = crate::names::validate_dns1123_subdomain(group) {
         causes.push(invalid("spec.group", group, &message));
     } else if !group.contains('.') {
         causes.push(invalid(

@@ -273,6 +273,15 @@ pub fn json_equal(a: &Value, b: &Value) -> bool {
     }
 }
 
+/// A JSON value as a Go `string` field decodes it: absent or `null` is `""`.
+pub fn go_string(value: Option<&Value>) -> String {
+    match value {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

@@ -47,9 +47,12 @@
 use serde_json::{Map, Value, json};
 
 use crate::error::ApiError;
-use crate::field::{Cause, forbidden, required};
-use crate::meta::{validate_dns1123_label, validate_dns1123_subdomain};
+use crate::field::{Cause, forbidden, go_string, required};
+use crate::names::{validate_dns1123_label, validate_dns1123_subdomain};
 use crate::resources::{ResourceDef, lookup};
+use common::{
+    duplicate, fill, go_value, invalid, invalid_printed, items, not_supported, present, text,
+};
 
 /// kube's system PriorityClasses (`SystemPriorityClasses`): name, value, description. A
 /// server bootstraps them; no other class may take the `system-` prefix, and none may pass
@@ -69,47 +72,6 @@ pub const SYSTEM_PRIORITY_CLASSES: [(&str, i64, &str); 2] = [
 
 /// kube's `HighestUserDefinablePriority`.
 pub const HIGHEST_USER_DEFINABLE_PRIORITY: i64 = 1_000_000_000;
-
-fn duplicate(field: &str, value: &Value) -> Cause {
-    crate::field::duplicate(field, &go_value(value))
-}
-
-fn invalid(field: &str, value: &Value, detail: &str) -> Cause {
-    invalid_printed(field, &go_value(value), detail)
-}
-
-/// An Invalid cause whose value is already printed (Go's `%#v` of a Go type).
-fn invalid_printed(field: &str, printed: &str, detail: &str) -> Cause {
-    crate::field::invalid(field, printed, detail)
-}
-
-fn not_supported(field: &str, value: &Value, supported: &[&str]) -> Cause {
-    crate::field::not_supported(field, &go_value(value), supported)
-}
-
-/// A value as kube's field errors print it: strings quoted, numbers and booleans bare,
-/// anything else as JSON (see the module's guarantees).
-fn go_value(value: &Value) -> String {
-    match value {
-        Value::String(s) => format!("{s:?}"),
-        Value::Null => "null".to_owned(),
-        other => other.to_string(),
-    }
-}
-
-fn text<'a>(object: &'a Value, path: &str) -> &'a str {
-    lookup(object, path).and_then(Value::as_str).unwrap_or("")
-}
-
-fn present<'a>(object: &'a Value, path: &str) -> Option<&'a Value> {
-    lookup(object, path).filter(|v| !v.is_null())
-}
-
-fn items<'a>(object: &'a Value, path: &str) -> &'a [Value] {
-    lookup(object, path)
-        .and_then(Value::as_array)
-        .map_or(&[], Vec::as_slice)
-}
 
 fn is(def: &ResourceDef, group: &str, kind: &str) -> bool {
     def.is_builtin() && def.group == group && def.kind == kind
@@ -186,12 +148,6 @@ fn map_at<'a>(object: &'a mut Value, path: &str) -> Option<&'a mut Map<String, V
     path.split('.')
         .try_fold(object, |value, key| value.get_mut(key))
         .and_then(Value::as_object_mut)
-}
-
-fn fill(map: &mut Map<String, Value>, key: &str, value: Value) {
-    if map.get(key).is_none_or(Value::is_null) {
-        map.insert(key.to_owned(), value);
-    }
 }
 
 /// `SetDefaults_MatchResources` and `SetDefaults_Rule` on a `MatchResources` that was sent.
@@ -649,15 +605,6 @@ fn node_affinity_mutation(new: Option<&Value>, old: Option<&Value>, causes: &mut
                 "only additions are allowed (no mutations or deletions)",
             ));
         }
-    }
-}
-
-/// A JSON value as a Go `string` field decodes it: absent or `null` is `""`.
-pub(crate) fn go_string(value: Option<&Value>) -> String {
-    match value {
-        None | Some(Value::Null) => String::new(),
-        Some(Value::String(s)) => s.clone(),
-        Some(other) => other.to_string(),
     }
 }
 
@@ -1909,6 +1856,7 @@ pub(crate) fn refusal(
 mod access;
 mod autoscaling;
 mod batch;
+mod common;
 mod coordination;
 mod discovery;
 mod limit_range;

@@ -60,7 +60,8 @@ use serde_json::{Map, Value};
 use crate::apply::typed::Ty;
 use crate::error::ApiError;
 use crate::field::json_equal;
-use crate::meta::type_name;
+use crate::json_pointer::parse_pointer;
+use crate::names::type_name;
 use crate::resources::ResourceDef;
 
 /// The most operations one JSON patch may carry, Kubernetes' `maxJSONPatchOperations`.
@@ -370,78 +371,6 @@ fn unprocessable(message: String) -> ApiError {
             "the server rejected our request due to an error in our request",
         )
     }
-}
-
-/// The literal a JSON patch's text `patch` sent for the number `number` at `path` of the
-/// patched object: kube applies a JSON patch to the object's bytes keeping each operation's
-/// value as sent (evanphx/json-patch's `lazyNode`), then decodes the result, so Go's decoder
-/// judges and quotes a number placed by the patch by its literal (`number 1.50`, `-0.0`).
-/// Found under the last `add` or `replace` whose path leads to `path`, and taken only if it
-/// reads as `number` (a value a later `move` or `copy` carried elsewhere is not found: `None`,
-/// as for a number the patch did not send). For errors only: the patch is read again.
-pub(crate) fn json_patch_literal<'t>(
-    patch: &'t [u8],
-    path: &[crate::go_json::PathStep<'_>],
-    number: f64,
-) -> Option<&'t str> {
-    use crate::go_json::PathStep;
-    let operations: Value = serde_json::from_slice(patch).ok()?;
-    let (index, tokens) =
-        operations
-            .as_array()?
-            .iter()
-            .enumerate()
-            .rev()
-            .find_map(|(index, operation)| {
-                if !matches!(operation.get("op")?.as_str()?, "add" | "replace") {
-                    return None;
-                }
-                let tokens = parse_pointer(operation.get("path")?.as_str()?).ok()?;
-                let leads = tokens.len() <= path.len()
-                    && tokens.iter().zip(path).all(|(token, step)| match step {
-                        PathStep::Key(key) => token.as_str() == *key,
-                        PathStep::Index(at) => token == "-" || token.parse::<usize>() == Ok(*at),
-                    });
-                leads.then_some((index, tokens))
-            })?;
-    let mut within = vec![PathStep::Index(index), PathStep::Key("value")];
-    within.extend_from_slice(&path[tokens.len()..]);
-    let literal = crate::go_json::literal_at(patch, &within)?;
-    (literal.parse::<f64>().ok()? == number).then_some(literal)
-}
-
-/// Splits an RFC 6901 pointer into unescaped tokens.
-fn parse_pointer(pointer: &str) -> Result<Vec<String>, String> {
-    if pointer.is_empty() {
-        return Ok(Vec::new());
-    }
-    let Some(rest) = pointer.strip_prefix('/') else {
-        return Err(format!(
-            "JSON pointer {pointer:?} must be empty or start with '/'"
-        ));
-    };
-    rest.split('/')
-        .map(|token| {
-            let mut out = String::with_capacity(token.len());
-            let mut chars = token.chars();
-            while let Some(c) = chars.next() {
-                if c == '~' {
-                    match chars.next() {
-                        Some('0') => out.push('~'),
-                        Some('1') => out.push('/'),
-                        _ => {
-                            return Err(format!(
-                                "JSON pointer {pointer:?} has an invalid escape: '~' must be followed by 0 or 1"
-                            ));
-                        }
-                    }
-                } else {
-                    out.push(c);
-                }
-            }
-            Ok(out)
-        })
-        .collect()
 }
 
 /// An array index token: digits without a leading zero.
@@ -1033,12 +962,99 @@ fn merge_keyed_list(
     Ok(slots.into_iter().flatten().collect())
 }
 
+/// The 422 a patch gets under `fieldValidation=Strict` when its body or its result has
+/// fields a strict decoder reports (`fields`, the patch's own first): kube-apiserver's patch
+/// handler answers `Invalid` with one cause on the field `patch`, whose value is the patched
+/// object's JSON for JSON and merge patches and the decoded patch as Go prints a map
+/// (`map[spec:map[paused:false]]`) for strategic merge patches: ` "" is invalid: patch:
+/// Invalid value: "...": strict decoding error: duplicate field "spec.paused", unknown field
+/// "spec.x"`.
+#[must_use]
+pub fn strict_patch_error(
+    patch_type: PatchType,
+    patched: &Value,
+    patch: &[u8],
+    fields: &[crate::schema::StrictField],
+) -> ApiError {
+    let value = match patch_type {
+        PatchType::StrategicMerge => serde_json::from_slice::<Value>(patch)
+            .map(|patch| go_text(&patch))
+            .unwrap_or_default(),
+        _ => patched.to_string(),
+    };
+    ApiError::invalid_unnamed(vec![(
+        "patch".to_owned(),
+        format!(
+            "Invalid value: {value:?}: {}",
+            crate::schema::strict_message(fields)
+        ),
+        "FieldValueInvalid".to_owned(),
+    )])
+}
+
+/// A decoded JSON value as Go's `%v` prints an `interface{}` holding it: maps as
+/// `map[k:v ...]` with sorted keys, lists as `[a b]`, strings bare, `null` as `<nil>`,
+/// integers as integers and other numbers as `strconv.FormatFloat(f, 'g', -1, 64)`.
+fn go_text(value: &Value) -> String {
+    fn write(value: &Value, out: &mut String) {
+        match value {
+            Value::Null => out.push_str("<nil>"),
+            Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+            Value::String(text) => out.push_str(text),
+            Value::Number(number) => match (number.as_i64(), number.as_u64(), number.as_f64()) {
+                (Some(i), _, _) => out.push_str(&i.to_string()),
+                (None, Some(u), _) => out.push_str(&u.to_string()),
+                (None, None, Some(f)) => out.push_str(&watchkeeper_core::gonum::format_g(f)),
+                _ => out.push_str(&number.to_string()),
+            },
+            Value::Array(items) => {
+                out.push('[');
+                for (index, item) in items.iter().enumerate() {
+                    if index > 0 {
+                        out.push(' ');
+                    }
+                    write(item, out);
+                }
+                out.push(']');
+            }
+            Value::Object(map) => {
+                out.push_str("map[");
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                for (index, key) in keys.into_iter().enumerate() {
+                    if index > 0 {
+                        out.push(' ');
+                    }
+                    out.push_str(key);
+                    out.push(':');
+                    write(&map[key], out);
+                }
+                out.push(']');
+            }
+        }
+    }
+    let mut out = String::new();
+    write(value, &mut out);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::resources::builtin_resources;
     use serde_json::json;
 
+    #[test]
+    fn go_prints_patch_maps() {
+        let patch = serde_json::json!({"spec": {"paused": false, "n": null, "list": ["a", 1, 2.5],
+            "big": 1_000_000.0, "small": 0.000_01, "mid": 123_456.0, "int": 7}, "a": "x y"});
+        assert_eq!(
+            go_text(&patch),
+            "map[a:x y spec:map[big:1e+06 int:7 list:[a 1 2.5] mid:123456 n:<nil> paused:false small:1e-05]]"
+        );
+        assert_eq!(crate::field::go_float(1_234_567.0), "1.234567e+06");
+        assert_eq!(crate::field::go_float(0.0001), "0.0001");
+    }
     fn def(plural: &str) -> ResourceDef {
         builtin_resources()
             .into_iter()

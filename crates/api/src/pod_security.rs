@@ -57,7 +57,7 @@ use std::fmt;
 use serde_json::{Map, Value};
 
 use crate::field::Cause;
-use crate::kinds::go_string as text;
+use crate::field::go_string as text;
 
 pub mod config;
 

@@ -27,7 +27,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
-use crate::kinds::go_string as text;
+use crate::field::go_string as text;
 use crate::pod_security::{containers_with_paths as containers, items, template_path};
 
 /// kube's deprecated node labels and what to say of them.

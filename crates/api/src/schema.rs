@@ -699,7 +699,7 @@ pub enum Literals<'a> {
     /// A text holding each number at the object's path: a body, a JSON merge patch.
     Same(&'a [u8]),
     /// A JSON patch: a number stands under the operation that placed it
-    /// (`patch::json_patch_literal`).
+    /// (`json_pointer::json_patch_literal`).
     JsonPatch(&'a [u8]),
 }
 
@@ -1115,7 +1115,7 @@ impl<'a> Walk<'a> {
         match literals {
             Literals::Same(text) => crate::go_json::literal_at(text, &path),
             Literals::JsonPatch(patch) => {
-                crate::patch::json_patch_literal(patch, &path, value.as_f64()?)
+                crate::json_pointer::json_patch_literal(patch, &path, value.as_f64()?)
             }
         }
     }
@@ -1912,79 +1912,6 @@ pub fn strict_body_error(def: &ResourceDef, fields: &[StrictField]) -> ApiError 
     ))
 }
 
-/// The 422 a patch gets under `fieldValidation=Strict` when its body or its result has
-/// fields a strict decoder reports (`fields`, the patch's own first): kube-apiserver's patch
-/// handler answers `Invalid` with one cause on the field `patch`, whose value is the patched
-/// object's JSON for JSON and merge patches and the decoded patch as Go prints a map
-/// (`map[spec:map[paused:false]]`) for strategic merge patches: ` "" is invalid: patch:
-/// Invalid value: "...": strict decoding error: duplicate field "spec.paused", unknown field
-/// "spec.x"`.
-#[must_use]
-pub fn strict_patch_error(
-    patch_type: crate::patch::PatchType,
-    patched: &Value,
-    patch: &[u8],
-    fields: &[StrictField],
-) -> ApiError {
-    let value = match patch_type {
-        crate::patch::PatchType::StrategicMerge => serde_json::from_slice::<Value>(patch)
-            .map(|patch| go_text(&patch))
-            .unwrap_or_default(),
-        _ => patched.to_string(),
-    };
-    ApiError::invalid_unnamed(vec![(
-        "patch".to_owned(),
-        format!("Invalid value: {value:?}: {}", strict_message(fields)),
-        "FieldValueInvalid".to_owned(),
-    )])
-}
-
-/// A decoded JSON value as Go's `%v` prints an `interface{}` holding it: maps as
-/// `map[k:v ...]` with sorted keys, lists as `[a b]`, strings bare, `null` as `<nil>`,
-/// integers as integers and other numbers as `strconv.FormatFloat(f, 'g', -1, 64)`.
-fn go_text(value: &Value) -> String {
-    fn write(value: &Value, out: &mut String) {
-        match value {
-            Value::Null => out.push_str("<nil>"),
-            Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-            Value::String(text) => out.push_str(text),
-            Value::Number(number) => match (number.as_i64(), number.as_u64(), number.as_f64()) {
-                (Some(i), _, _) => out.push_str(&i.to_string()),
-                (None, Some(u), _) => out.push_str(&u.to_string()),
-                (None, None, Some(f)) => out.push_str(&watchkeeper_core::gonum::format_g(f)),
-                _ => out.push_str(&number.to_string()),
-            },
-            Value::Array(items) => {
-                out.push('[');
-                for (index, item) in items.iter().enumerate() {
-                    if index > 0 {
-                        out.push(' ');
-                    }
-                    write(item, out);
-                }
-                out.push(']');
-            }
-            Value::Object(map) => {
-                out.push_str("map[");
-                let mut keys: Vec<&String> = map.keys().collect();
-                keys.sort();
-                for (index, key) in keys.into_iter().enumerate() {
-                    if index > 0 {
-                        out.push(' ');
-                    }
-                    out.push_str(key);
-                    out.push(':');
-                    write(&map[key], out);
-                }
-                out.push(']');
-            }
-        }
-    }
-    let mut out = String::new();
-    write(value, &mut out);
-    out
-}
-
 /// Checks a create or update body: 400 BadRequest as kube-apiserver's
 /// `transformDecodeError` words it when the body does not decode into the kind's Go type.
 ///
@@ -2543,17 +2470,6 @@ mod tests {
         }
     }
 
-    #[test]
-    fn go_prints_patch_maps() {
-        let patch = serde_json::json!({"spec": {"paused": false, "n": null, "list": ["a", 1, 2.5],
-            "big": 1_000_000.0, "small": 0.000_01, "mid": 123_456.0, "int": 7}, "a": "x y"});
-        assert_eq!(
-            go_text(&patch),
-            "map[a:x y spec:map[big:1e+06 int:7 list:[a 1 2.5] mid:123456 n:<nil> paused:false small:1e-05]]"
-        );
-        assert_eq!(crate::field::go_float(1_234_567.0), "1.234567e+06");
-        assert_eq!(crate::field::go_float(0.0001), "0.0001");
-    }
     mod properties {
         use super::*;
         use proptest::prelude::*;

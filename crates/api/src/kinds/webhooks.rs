@@ -17,7 +17,7 @@
 
 use serde_json::{Value, json};
 
-use super::{duplicate, fill, invalid, items, not_supported, present, text};
+use super::common::{duplicate, fill, invalid, items, not_supported, present, text};
 use crate::field::{Cause, required, too_many};
 
 /// kube's admission review versions, in its preference order.
@@ -76,7 +76,7 @@ fn validate_webhook(webhook: &Value, at: &str, mutating: bool, causes: &mut Vec<
     let name_at = format!("{at}.name");
     if name.is_empty() {
         causes.push(required(&name_at, ""));
-    } else if let Err(message) = crate::meta::validate_dns1123_subdomain(name) {
+    } else if let Err(message) = crate::names::validate_dns1123_subdomain(name) {
         causes.push(invalid(&name_at, &json!(name), &message));
     } else if name.split('.').count() < 3 {
         causes.push(invalid(
@@ -365,7 +365,7 @@ fn webhook_service(service: &Value, at: &str, causes: &mut Vec<Cause>) {
         if step.is_empty() {
             let detail = format!("segment[{index}] may not be empty");
             causes.push(invalid(&path_at, &json!(path), &detail));
-        } else if let Err(message) = crate::meta::validate_dns1123_subdomain(step) {
+        } else if let Err(message) = crate::names::validate_dns1123_subdomain(step) {
             let detail = format!("segment[{index}]: {message}");
             causes.push(invalid(&path_at, &json!(path), &detail));
         }
@@ -390,7 +390,7 @@ fn review_versions(webhook: &Value, at: &str, causes: &mut Vec<Cause>) {
             continue;
         }
         seen.push(version);
-        if let Err(message) = crate::meta::validate_dns1035_label(version) {
+        if let Err(message) = crate::names::validate_dns1035_label(version) {
             causes.push(invalid(&version_at, &json!(version), &message));
         }
     }

@@ -55,6 +55,7 @@ use serde_json::{Map, Value};
 
 use super::pod_spec;
 use crate::field::{Cause, forbidden, go_quote, invalid, not_supported, required};
+use crate::label_selector::label_selector_matches;
 use crate::names::validate_dns1123_label;
 use crate::resources::ResourceDef;
 
@@ -514,58 +515,6 @@ fn selected(object: &Value, kind: &str, causes: &mut Vec<Cause>) {
             "`selector` does not match template `labels`",
         ));
     }
-}
-
-/// The `matchExpressions` of a `metav1.LabelSelector`: each one's key, operator and values.
-pub fn selector_requirements(
-    selector: &Value,
-) -> impl Iterator<Item = (&str, Option<&str>, Vec<&str>)> {
-    selector
-        .get("matchExpressions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .map(|requirement| {
-            let text = |key: &str| requirement.get(key).and_then(Value::as_str);
-            let values = requirement
-                .get("values")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .collect();
-            (text("key").unwrap_or(""), text("operator"), values)
-        })
-}
-
-/// Whether a `metav1.LabelSelector` (`matchLabels`, `matchExpressions`) matches the labels
-/// `label` looks up (an empty selector matches everything); `None` when it names an operator
-/// kube does not know (kube's "invalid label selector").
-pub fn label_selector_matches<'l>(
-    selector: &Value,
-    label: impl Fn(&str) -> Option<&'l str>,
-) -> Option<bool> {
-    if let Some(wanted) = selector.get("matchLabels").and_then(Value::as_object) {
-        for (key, value) in wanted {
-            if label(key) != value.as_str() {
-                return Some(false);
-            }
-        }
-    }
-    for (key, operator, values) in selector_requirements(selector) {
-        let found = label(key);
-        let holds = match operator? {
-            "In" => found.is_some_and(|v| values.contains(&v)),
-            "NotIn" => !found.is_some_and(|v| values.contains(&v)),
-            "Exists" => found.is_some(),
-            "DoesNotExist" => found.is_none(),
-            _ => return None,
-        };
-        if !holds {
-            return Some(false);
-        }
-    }
-    Some(true)
 }
 
 /// A `map[string]string` as Go's `%#v` prints it (`map[string]string{"a":"b"}`, keys sorted;

@@ -312,7 +312,7 @@ async fn bind(
 /// Whether an object's labels match a `metav1.LabelSelector` (an empty selector matches
 /// every pod, as in `policy/v1`; an unknown operator matches none).
 fn selector_matches(selector: &Value, labels: &BTreeMap<String, String>) -> bool {
-    watchkeeper_api::kinds::workloads::label_selector_matches(selector, |key| {
+    watchkeeper_api::label_selector::label_selector_matches(selector, |key| {
         labels.get(key).map(String::as_str)
     })
     .unwrap_or(false)

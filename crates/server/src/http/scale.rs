@@ -115,7 +115,7 @@ fn selector_string(def: &ResourceDef, parent: &Value) -> String {
     }
     let requirements = selector
         .into_iter()
-        .flat_map(watchkeeper_api::kinds::workloads::selector_requirements);
+        .flat_map(watchkeeper_api::label_selector::selector_requirements);
     for (key, operator, mut values) in requirements {
         values.sort_unstable();
         let term = match operator {

@@ -1089,7 +1089,7 @@ impl Writer<'_> {
 
     /// A patched object: the patch's own strict errors (`patch_fields`), then its result's
     /// unknown fields (dropped), validated; `Strict` refuses them with kube-apiserver's 422 on
-    /// the field `patch` ([`watchkeeper_api::schema::strict_patch_error`]). A built-in kind's
+    /// the field `patch` ([`watchkeeper_api::patch::strict_patch_error`]). A built-in kind's
     /// object whose decode check found nothing for the pruning walk to do (`pruning`) is not
     /// walked again.
     fn checked_patch(
@@ -1117,7 +1117,7 @@ impl Writer<'_> {
             watchkeeper_api::protobuf::gostruct::normalize(&resource.def, object)?;
         }
         self.validate_fields(fields.iter().map(ToString::to_string).collect(), || {
-            watchkeeper_api::schema::strict_patch_error(
+            watchkeeper_api::patch::strict_patch_error(
                 patch_type,
                 patched.as_ref().unwrap_or(object),
                 patch,

@@ -233,7 +233,7 @@ pub fn aggregated_rules(role: &Value, roles: &[Value]) -> Vec<PolicyRule> {
             }
             let labels = other.pointer("/metadata/labels");
             let matches =
-                watchkeeper_api::kinds::workloads::label_selector_matches(selector, |key| {
+                watchkeeper_api::label_selector::label_selector_matches(selector, |key| {
                     labels.and_then(|l| l.get(key)).and_then(Value::as_str)
                 })
                 .unwrap_or(false);
