@@ -43,6 +43,8 @@ ROOTS = [
     "io.k8s.api.networking.v1.NetworkPolicy",
     "io.k8s.api.networking.v1.Ingress",
     "io.k8s.api.networking.v1.IngressClass",
+    "io.k8s.api.networking.v1.IPAddress",
+    "io.k8s.api.networking.v1.ServiceCIDR",
     "io.k8s.api.rbac.v1.Role",
     "io.k8s.api.rbac.v1.RoleBinding",
     "io.k8s.api.rbac.v1.ClusterRole",

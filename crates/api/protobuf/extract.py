@@ -96,6 +96,8 @@ ROOTS = [
      "k8s.io.api.flowcontrol.v1.PriorityLevelConfiguration"),
     ("networking.k8s.io", "v1", "Ingress", "k8s.io.api.networking.v1.Ingress"),
     ("networking.k8s.io", "v1", "IngressClass", "k8s.io.api.networking.v1.IngressClass"),
+    ("networking.k8s.io", "v1", "IPAddress", "k8s.io.api.networking.v1.IPAddress"),
+    ("networking.k8s.io", "v1", "ServiceCIDR", "k8s.io.api.networking.v1.ServiceCIDR"),
     ("networking.k8s.io", "v1", "NetworkPolicy", "k8s.io.api.networking.v1.NetworkPolicy"),
     ("node.k8s.io", "v1", "RuntimeClass", "k8s.io.api.node.v1.RuntimeClass"),
     ("policy", "v1", "Eviction", "k8s.io.api.policy.v1.Eviction"),

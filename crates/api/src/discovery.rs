@@ -174,6 +174,7 @@ const WITHOUT_STATUS: &[(&str, &str)] = &[
     ("", "podtemplates"),
     ("networking.k8s.io", "networkpolicies"),
     ("networking.k8s.io", "ingressclasses"),
+    ("networking.k8s.io", "ipaddresses"),
     ("rbac.authorization.k8s.io", "roles"),
     ("rbac.authorization.k8s.io", "rolebindings"),
     ("rbac.authorization.k8s.io", "clusterroles"),
@@ -448,6 +449,21 @@ pub fn storage_version_hash(
         format!("/{api_version}/{kind}")
     };
     base64::engine::general_purpose::STANDARD.encode(&sha256(gvk.as_bytes())[..8])
+}
+
+/// The version kube-apiserver 1.33 stores a built-in resource's objects at, which its
+/// discovery hashes ([`storage_version_hash`]): the served version, but for IPAddresses and
+/// ServiceCIDRs, GA in 1.33 and still stored at `v1beta1` there (a release behind, so a
+/// downgrade reads them). This server stores them at `v1`; discovery names kube's version, so
+/// a client comparing hashes across servers sees one value.
+#[must_use]
+pub fn builtin_storage_api_version(def: &ResourceDef) -> String {
+    match (def.group.as_str(), def.plural.as_str()) {
+        ("networking.k8s.io", "ipaddresses" | "servicecidrs") => {
+            "networking.k8s.io/v1beta1".to_owned()
+        }
+        _ => def.api_version(),
+    }
 }
 
 /// Whether kube-apiserver lists a `storageVersionHash` for `def`: every resource kept in

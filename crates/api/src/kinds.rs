@@ -12,7 +12,8 @@
 //!   only when sent, and zero values Go cannot tell from absent); the fixed ones are rows of
 //!   [`crate::defaults::DEFAULTS`]. Like every default, they only fill what is absent.
 //! - The `status` subresource's rules ([`has_status_rules`]): VolumeAttachments,
-//!   ValidatingAdmissionPolicies, FlowSchemas and PriorityLevelConfigurations are created without
+//!   ValidatingAdmissionPolicies, FlowSchemas, PriorityLevelConfigurations and ServiceCIDRs are
+//!   created without
 //!   a status, and Deployments, ReplicaSets, StatefulSets, DaemonSets, Jobs, CronJobs,
 //!   ReplicationControllers, PodDisruptionBudgets and Ingresses with their empty one
 //!   ([`created_status`]); all keep their stored status on writes to the main endpoint and keep
@@ -89,6 +90,7 @@ pub fn has_status_rules(def: &ResourceDef) -> bool {
             "ValidatingAdmissionPolicy",
         )
         || is(def, "flowcontrol.apiserver.k8s.io", "FlowSchema")
+        || is(def, "networking.k8s.io", "ServiceCIDR")
         || is(
             def,
             "flowcontrol.apiserver.k8s.io",
@@ -256,6 +258,8 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>) -> Resul
             networking::ingress_class(object, old, &mut causes);
         }
         ("networking.k8s.io", "NetworkPolicy") => networking::network_policy(object, &mut causes),
+        ("networking.k8s.io", "IPAddress") => networking::ip_address(object, old, &mut causes),
+        ("networking.k8s.io", "ServiceCIDR") => networking::service_cidr(object, old, &mut causes),
         ("coordination.k8s.io", "Lease") => coordination::lease(object, &mut causes),
         ("rbac.authorization.k8s.io", "Role") => rbac::role(object, true, &mut causes),
         ("rbac.authorization.k8s.io", "ClusterRole") => rbac::role(object, false, &mut causes),

@@ -33,6 +33,7 @@ pub fn validate_name(def: &ResourceDef, name: &str) -> Result<(), String> {
     match (def.group.as_str(), def.plural.as_str()) {
         ("", "namespaces") => validate_dns1123_label(name),
         ("", "services") => validate_dns1035_label(name),
+        ("networking.k8s.io", "ipaddresses") => crate::names::validate_ip_address_name(name),
         _ => validate_dns1123_subdomain(name),
     }
 }

@@ -128,6 +128,35 @@ pub fn validate_label_value(value: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// apimachinery's strict `IsValidIP` (kube 1.33, with `IPIsCanonical`), as `ValidateIPAddressName`
+/// applies it to an IPAddress's name: its message, `Ok` when `name` is an address in the
+/// canonical form Go's `netip.Addr.String` writes.
+///
+/// # Errors
+/// The message.
+pub(crate) fn validate_ip_address_name(name: &str) -> Result<(), String> {
+    let Ok(address) = name.parse::<std::net::IpAddr>() else {
+        return Err(if crate::strfmt::parse_ip_sloppy(name).is_some() {
+            "must not have leading 0s".to_owned()
+        } else {
+            "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)".to_owned()
+        });
+    };
+    if let std::net::IpAddr::V6(v6) = address {
+        if v6.to_ipv4_mapped().is_some() {
+            return Err("must not be an IPv4-mapped IPv6 address".to_owned());
+        }
+    }
+    let canonical = address.to_string();
+    if canonical == name {
+        return Ok(());
+    }
+    Err(format!(
+        "must be in canonical form ({})",
+        watchkeeper_core::gotext::go_quote(&canonical)
+    ))
+}
+
 /// apimachinery's `path.IsValidPathSegmentName` (`prefix`: `IsValidPathSegmentPrefix`, which
 /// allows `.` and `..`): its messages for `name`, none when it is valid.
 pub(crate) fn path_segment_problems(name: &str, prefix: bool) -> Vec<String> {

@@ -220,7 +220,7 @@ fn builtin_at(version: &str, def: ResourceDef) -> ResourceDef {
 /// replicasets, statefulsets and daemonsets; coordination.k8s.io/v1 leases;
 /// discovery.k8s.io/v1 endpointslices; batch/v1 jobs and cronjobs; autoscaling/v2
 /// horizontalpodautoscalers; policy/v1 poddisruptionbudgets; networking.k8s.io/v1
-/// networkpolicies, ingresses and ingressclasses; rbac.authorization.k8s.io/v1 roles,
+/// networkpolicies, ingresses, ingressclasses, ipaddresses and servicecidrs; rbac.authorization.k8s.io/v1 roles,
 /// rolebindings, clusterroles and clusterrolebindings; storage.k8s.io/v1 storageclasses;
 /// scheduling.k8s.io/v1 priorityclasses; certificates.k8s.io/v1 certificatesigningrequests;
 /// admissionregistration.k8s.io/v1 validating and
@@ -468,6 +468,24 @@ fn more_builtin_resources() -> Vec<ResourceDef> {
             "networking.k8s.io",
             "IngressClass",
             "ingressclasses",
+            &[],
+            false,
+            &[],
+            &[],
+        ),
+        (
+            "networking.k8s.io",
+            "IPAddress",
+            "ipaddresses",
+            &["ip"],
+            false,
+            &[],
+            &[],
+        ),
+        (
+            "networking.k8s.io",
+            "ServiceCIDR",
+            "servicecidrs",
             &[],
             false,
             &[],
@@ -968,7 +986,7 @@ mod tests {
     #[test]
     fn builtin_names_are_consistent() {
         let defs = builtin_resources();
-        assert_eq!(defs.len(), 48);
+        assert_eq!(defs.len(), 50);
         let mut seen = std::collections::BTreeSet::new();
         for d in &defs {
             assert!(seen.insert((d.group.clone(), d.plural.clone())), "{d:?}");

@@ -312,6 +312,20 @@ fn generate(strip: bool) -> Schemas {
             .to_value(),
     );
     add(
+        "networking.k8s.io",
+        "IPAddress",
+        generator
+            .subschema_for::<networking::v1::IPAddress>()
+            .to_value(),
+    );
+    add(
+        "networking.k8s.io",
+        "ServiceCIDR",
+        generator
+            .subschema_for::<networking::v1::ServiceCIDR>()
+            .to_value(),
+    );
+    add(
         "rbac.authorization.k8s.io",
         "Role",
         generator.subschema_for::<rbac::v1::Role>().to_value(),

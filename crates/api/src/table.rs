@@ -735,6 +735,27 @@ fn group_columns(def: &ResourceDef) -> Option<Vec<Column>> {
             ),
             AGE,
         ],
+        ("networking.k8s.io", "servicecidrs") => vec![
+            NAME,
+            column(
+                "CIDRs",
+                "string",
+                0,
+                "CIDRs defines the IP blocks in CIDR notation (e.g. \"192.168.0.0/24\" or \"2001:db8::/64\") from which to assign service cluster IPs. Max of two CIDRs is allowed, one of each IP family. This field is immutable.",
+            ),
+            AGE,
+        ],
+        // kube's printer defines two columns and fills three cells (the age last): kubectl
+        // prints the two.
+        ("networking.k8s.io", "ipaddresses") => vec![
+            NAME,
+            column(
+                "ParentRef",
+                "string",
+                0,
+                "ParentRef references the resource that an IPAddress is attached to. An IPAddress must reference a parent object.",
+            ),
+        ],
         ("networking.k8s.io", "networkpolicies") => vec![
             NAME,
             column(
@@ -1850,6 +1871,34 @@ fn group_cells(def: &ResourceDef, object: &Value, now: i64) -> Option<Vec<Value>
                 created(),
             ]
         }
+        ("networking.k8s.io", "servicecidrs") => {
+            let cidrs: Vec<&str> = array(object, "spec.cidrs")
+                .iter()
+                .map(|c| c.as_str().unwrap_or(""))
+                .collect();
+            vec![name(), json!(cidrs.join(",")), created()]
+        }
+        ("networking.k8s.io", "ipaddresses") => {
+            let parent = match lookup(object, "spec.parentRef").filter(|p| p.is_object()) {
+                // `schema.GroupResource.String()`, lower-cased, then the namespace and name.
+                Some(p) => {
+                    let mut parent = text(p, "resource").to_owned();
+                    if let Some(group) = optional_text(p, "group").filter(|g| !g.is_empty()) {
+                        parent.push('.');
+                        parent.push_str(group);
+                    }
+                    parent = parent.to_lowercase();
+                    if let Some(namespace) = optional_text(p, "namespace").filter(|n| !n.is_empty())
+                    {
+                        parent.push('/');
+                        parent.push_str(namespace);
+                    }
+                    format!("{parent}/{}", text(p, "name"))
+                }
+                None => NONE.to_owned(),
+            };
+            vec![name(), json!(parent), created()]
+        }
         ("networking.k8s.io", "ingressclasses") => {
             let parameters = match lookup(object, "spec.parameters").filter(|p| p.is_object()) {
                 Some(p) => {
@@ -2871,11 +2920,13 @@ mod tests {
                 "e.1"
             ])
         );
-        // Every row has as many cells as there are columns.
+        // Every row has as many cells as there are columns, but kube's IPAddress rows: its
+        // printer defines Name and ParentRef and fills the age too.
         for d in builtin_resources() {
             let table = to_table(&d, &[&json!({})], "1", None, NOW);
+            let extra = usize::from(d.plural == "ipaddresses");
             assert_eq!(
-                table["columnDefinitions"].as_array().unwrap().len(),
+                table["columnDefinitions"].as_array().unwrap().len() + extra,
                 table["rows"][0]["cells"].as_array().unwrap().len(),
                 "{}",
                 d.plural

@@ -8,6 +8,8 @@
 //!   annotations:
 //!   - the namespaces `default`, `kube-system`, `kube-public` and `kube-node-lease` (its
 //!     system-namespaces controller);
+//!   - the `kubernetes` ServiceCIDR (`spec.cidrs`: `--service-cluster-ip-range`, `Ready`), as
+//!     its kubernetes-service-cidr-controller creates it;
 //!   - the `default/kubernetes` Service (ClusterIP the first address of
 //!     `--service-cluster-ip-range`, port `https` 443 to the server's port), with its
 //!     Endpoints and EndpointSlice naming the server's address (its kubernetes-service
@@ -32,7 +34,8 @@
 //!   have generation 1.
 //! - While serving, what kube-apiserver keeps is created again when deleted
 //!   ([`kept`], by `controllers::keeper`): the `kubernetes` Service, Endpoints and
-//!   EndpointSlice (kube's kubernetes-service controller reconciles them every 10 s) and the
+//!   EndpointSlice (kube's kubernetes-service controller reconciles them every 10 s), the
+//!   `kubernetes` ServiceCIDR (its kubernetes-service-cidr-controller, every 10 s too) and the
 //!   flow-control configuration, mandatory and suggested (its config-producer, which also
 //!   revises them while serving: [`crate::limits::apf::bootstrap`]). The rest comes back at the next
 //!   start, as kube-apiserver's RBAC bootstrap does; the system PriorityClasses may not be
@@ -45,6 +48,7 @@ use watchkeeper_api::{ResourceDef, builtin_resources};
 use watchkeeper_store::{AnyStore, Compare, Store, TxnOp, TxnRequest};
 
 use crate::StartError;
+use crate::config::IpRange;
 
 /// The address the server advertises in the `kubernetes` Endpoints: its listening address,
 /// or the loopback address of the same family when it listens on every address (kube-apiserver
@@ -75,7 +79,9 @@ impl Seed {
 
 /// The objects kube-apiserver creates at start (see the module docs), stamped `now` (RFC 3339)
 /// with fresh uids.
-fn seeds(service_ip: IpAddr, server: SocketAddr, now: &str) -> Vec<Seed> {
+fn seeds(ranges: &[IpRange], server: SocketAddr, now: &str) -> Vec<Seed> {
+    let service_ip = ranges[0].first();
+    let cidrs: Vec<String> = ranges.iter().map(ToString::to_string).collect();
     let family = if service_ip.is_ipv4() { "IPv4" } else { "IPv6" };
     let address_type = if server.is_ipv4() { "IPv4" } else { "IPv6" };
     let port = server.port();
@@ -169,6 +175,26 @@ fn seeds(service_ip: IpAddr, server: SocketAddr, now: &str) -> Vec<Seed> {
                 "addressType": address_type,
                 "endpoints": [{"addresses": [server_ip], "conditions": {"ready": true}}],
                 "ports": [{"name": "https", "protocol": "TCP", "port": port}],
+            }),
+        },
+        // kube-apiserver's default ServiceCIDR (its `kubernetes-service-cidr-controller`
+        // creates it from `--service-cluster-ip-range` and applies `Ready`, without a reason).
+        Seed {
+            plural: "servicecidrs",
+            group: "networking.k8s.io",
+            namespace: "",
+            body: json!({
+                "apiVersion": "networking.k8s.io/v1",
+                "kind": "ServiceCIDR",
+                "metadata": {"name": "kubernetes"},
+                "spec": {"cidrs": cidrs},
+                "status": {"conditions": [{
+                    "type": "Ready",
+                    "status": "True",
+                    "lastTransitionTime": now,
+                    "reason": "",
+                    "message": "Kubernetes default Service CIDR is ready",
+                }]},
             }),
         },
         Seed {
@@ -285,6 +311,7 @@ pub fn kept(group: &str, plural: &str, namespace: &str, name: &str) -> bool {
         ("", "services" | "endpoints") | ("discovery.k8s.io", "endpointslices") => {
             namespace == "default" && name == "kubernetes"
         }
+        ("networking.k8s.io", "servicecidrs") => name == "kubernetes",
         ("flowcontrol.apiserver.k8s.io", plural) => {
             crate::limits::apf::bootstrap::is_configured(plural, name)
         }
@@ -299,10 +326,10 @@ pub fn kept(group: &str, plural: &str, namespace: &str, name: &str) -> bool {
 pub async fn bootstrap(
     store: &AnyStore,
     prefix: &str,
-    service_ip: IpAddr,
+    ranges: &[IpRange],
     server: SocketAddr,
 ) -> Result<(), StartError> {
-    ensure(store, prefix, service_ip, server, |_| true).await?;
+    ensure(store, prefix, ranges, server, |_| true).await?;
     crate::limits::apf::bootstrap::ensure(store, prefix).await
 }
 
@@ -313,10 +340,10 @@ pub async fn bootstrap(
 pub async fn restore_kept(
     store: &AnyStore,
     prefix: &str,
-    service_ip: IpAddr,
+    ranges: &[IpRange],
     server: SocketAddr,
 ) -> Result<(), StartError> {
-    ensure(store, prefix, service_ip, server, |seed| {
+    ensure(store, prefix, ranges, server, |seed| {
         kept(seed.group, seed.plural, seed.namespace, seed.name())
     })
     .await?;
@@ -327,13 +354,13 @@ pub async fn restore_kept(
 async fn ensure(
     store: &AnyStore,
     prefix: &str,
-    service_ip: IpAddr,
+    ranges: &[IpRange],
     server: SocketAddr,
     wanted: impl Fn(&Seed) -> bool,
 ) -> Result<(), StartError> {
     let defs = builtin_resources();
     let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    for seed in seeds(service_ip, server, &now)
+    for seed in seeds(ranges, server, &now)
         .into_iter()
         .filter(|seed| wanted(seed))
     {
@@ -375,7 +402,8 @@ mod tests {
     fn the_kubernetes_service_points_at_the_server() {
         let server = advertised("0.0.0.0:6443".parse().unwrap());
         assert_eq!(server.to_string(), "127.0.0.1:6443");
-        let v4 = seeds("10.0.0.1".parse().unwrap(), server, "2024-01-01T00:00:00Z");
+        let range = |text: &str| vec![IpRange::parse(text).unwrap()];
+        let v4 = seeds(&range("10.0.0.0/24"), server, "2024-01-01T00:00:00Z");
         let service = v4.iter().find(|s| s.plural == "services").unwrap();
         assert_eq!(service.body["spec"]["clusterIP"], "10.0.0.1");
         assert_eq!(service.body["spec"]["ports"][0]["targetPort"], 6443);
@@ -388,15 +416,19 @@ mod tests {
         let role = v4.iter().find(|s| s.plural == "clusterroles").unwrap();
         assert_eq!(role.name(), "cluster-admin");
         assert!(role.body["metadata"].get("namespace").is_none());
-        let v6 = seeds("fd00::1".parse().unwrap(), server, "2024-01-01T00:00:00Z");
+        let cidr = v4.iter().find(|s| s.plural == "servicecidrs").unwrap();
+        assert_eq!(cidr.name(), "kubernetes");
+        assert_eq!(cidr.body["spec"]["cidrs"], json!(["10.0.0.0/24"]));
+        let v6 = seeds(&range("fd00::/108"), server, "2024-01-01T00:00:00Z");
         let service = v6.iter().find(|s| s.plural == "services").unwrap();
         assert_eq!(service.body["spec"]["ipFamilies"], json!(["IPv6"]));
+        assert_eq!(service.body["spec"]["clusterIP"], "fd00::1");
     }
 
     #[test]
     fn kube_apiserver_priority_classes_and_flow_control_objects() {
         let seeds = seeds(
-            "10.0.0.1".parse().unwrap(),
+            &[IpRange::parse("10.0.0.0/24").unwrap()],
             "127.0.0.1:6443".parse().unwrap(),
             "2024-01-01T00:00:00Z",
         );

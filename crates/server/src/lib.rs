@@ -384,7 +384,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
             bootstrap::bootstrap(
                 &store,
                 &config.prefix,
-                config.service_cluster_ip_ranges[0].first(),
+                &config.service_cluster_ip_ranges,
                 bootstrap::advertised(addr),
             )
             .await?;
@@ -707,7 +707,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         let kept = crate::controllers::keeper::Kept {
             store: store.clone(),
             prefix: app.config.prefix.clone(),
-            service_ip: app.config.service_cluster_ip_ranges[0].first(),
+            ranges: app.config.service_cluster_ip_ranges.clone(),
             server: bootstrap::advertised(addr),
         };
         tokio::spawn(keeper.run(kept, shutdown_rx.clone()));

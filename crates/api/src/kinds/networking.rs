@@ -1,4 +1,4 @@
-//! Ingresses', IngressClasses' and NetworkPolicies' rules as kube-apiserver's
+//! Ingresses', IngressClasses', NetworkPolicies', ServiceCIDRs' and IPAddresses' rules as kube-apiserver's
 //! `pkg/apis/networking/validation` applies them, in kube's order.
 //!
 //! ## Guarantees
@@ -19,6 +19,11 @@
 //! - An Ingress's TLS hosts are (wildcard) DNS subdomains and its secret names DNS
 //!   subdomains; a NetworkPolicy's IP block has a CIDR, and exceptions that are strict
 //!   subsets of it.
+//! - A ServiceCIDR has one or two CIDRs (two of different families), each strict (no
+//!   leading zeros, no IPv4-mapped address, no bits past the prefix), and `spec.cidrs` never
+//!   changes; an IPAddress has a `parentRef` whose `resource` and `name` are path segments
+//!   (and `group` a DNS subdomain), never changed (its name, an address in canonical form,
+//!   is checked with the metadata: `names::validate_ip_address_name`).
 //! - Not checked (kube checks them): a resource backend's reference, an IngressClass's
 //!   parameters.
 
@@ -295,6 +300,139 @@ fn domain_prefixed_path(path: &str, at: &str, causes: &mut Vec<Cause>) {
     }
 }
 
+/// The causes of the IPAddress `object` (updating `old`): `ValidateIPAddress` (the name is
+/// checked with the metadata: `names::validate_ip_address_name`) and `ValidateIPAddressUpdate`.
+pub(super) fn ip_address(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
+    let parent = object.pointer("/spec/parentRef").filter(|p| !p.is_null());
+    match parent {
+        None => causes.push(required("spec.parentRef", "")),
+        Some(parent) => {
+            let group = text(parent, "group");
+            if !group.is_empty() {
+                if let Err(message) = validate_dns1123_subdomain(group) {
+                    causes.push(invalid("spec.parentRef.group", &go_quote(group), &message));
+                }
+            }
+            for (key, needed) in [("resource", true), ("name", true), ("namespace", false)] {
+                let value = text(parent, key);
+                let at = format!("spec.parentRef.{key}");
+                if value.is_empty() {
+                    if needed {
+                        causes.push(required(&at, ""));
+                    }
+                    continue;
+                }
+                for message in crate::names::path_segment_problems(value, false) {
+                    causes.push(invalid(&at, &go_quote(value), &message));
+                }
+            }
+        }
+    }
+    if let Some(old) = old {
+        let before = old.pointer("/spec/parentRef").filter(|p| !p.is_null());
+        if before != parent {
+            causes.push(invalid(
+                "spec.parentRef",
+                &parent_reference_printed(parent),
+                "field is immutable",
+            ));
+        }
+    }
+}
+
+/// A `*networking.ParentReference` as Go's `%#v` prints it.
+fn parent_reference_printed(parent: Option<&Value>) -> String {
+    let Some(parent) = parent else {
+        return "(*networking.ParentReference)(nil)".to_owned();
+    };
+    format!(
+        "&networking.ParentReference{{Group:{}, Resource:{}, Namespace:{}, Name:{}}}",
+        go_quote(text(parent, "group")),
+        go_quote(text(parent, "resource")),
+        go_quote(text(parent, "namespace")),
+        go_quote(text(parent, "name")),
+    )
+}
+
+/// apimachinery's strict `IsValidCIDR` (kube 1.33): its message for `cidr`, `None` when valid.
+fn strict_cidr_problem(cidr: &str) -> Option<&'static str> {
+    let Some((address, prefix)) = cidr.split_once('/') else {
+        return Some(CIDR_MESSAGE);
+    };
+    if !crate::strfmt::is_cidr_sloppy(cidr) {
+        return Some(CIDR_MESSAGE);
+    }
+    let leading_zero = prefix.len() > 1 && prefix.starts_with('0');
+    let Ok(parsed) = address.parse::<std::net::IpAddr>() else {
+        return Some("must not have leading 0s in IP or prefix length");
+    };
+    if leading_zero {
+        return Some("must not have leading 0s in IP or prefix length");
+    }
+    if let std::net::IpAddr::V6(v6) = parsed {
+        if v6.to_ipv4_mapped().is_some() {
+            return Some("must not have an IPv4-mapped IPv6 address");
+        }
+    }
+    let (_, network, _) = cidr_network(cidr)?;
+    let bits = match parsed {
+        std::net::IpAddr::V4(v4) => u128::from(u32::from(v4)),
+        std::net::IpAddr::V6(v6) => u128::from(v6),
+    };
+    (bits != network).then_some("must not have bits set beyond the prefix length")
+}
+
+/// The causes of the ServiceCIDR `object` (updating `old`): `ValidateServiceCIDR` and
+/// `ValidateServiceCIDRUpdate` (`spec.cidrs` never changes). A status write passes: kube
+/// checks only its metadata there.
+pub(super) fn service_cidr(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
+    let cidrs = object.pointer("/spec/cidrs").filter(|c| !c.is_null());
+    let items = list(object.get("spec").unwrap_or(&Value::Null), "cidrs");
+    let texts: Vec<&str> = items.iter().map(|c| c.as_str().unwrap_or("")).collect();
+    let at = "spec.cidrs";
+    let spec_printed = || {
+        let quoted: Vec<String> = texts.iter().map(|c| go_quote(c)).collect();
+        format!(
+            "networking.ServiceCIDRSpec{{CIDRs:[]string{{{}}}}}",
+            quoted.join(", ")
+        )
+    };
+    if texts.is_empty() {
+        causes.push(required(at, "at least one CIDR required"));
+    } else if texts.len() > 2 {
+        causes.push(invalid(at, &spec_printed(), "may only hold up to 2 values"));
+    } else if texts.len() == 2
+        && !matches!(
+            (cidr_network(texts[0]), cidr_network(texts[1])),
+            (Some((a, _, _)), Some((b, _, _))) if a != b
+        )
+    {
+        causes.push(invalid(
+            at,
+            &spec_printed(),
+            "may specify no more than one IP for each IP family, i.e 192.168.0.0/24 and 2001:db8::/64",
+        ));
+    } else {
+        for (i, cidr) in texts.iter().enumerate() {
+            if let Some(message) = strict_cidr_problem(cidr) {
+                causes.push(invalid(&format!("{at}[{i}]"), &go_quote(cidr), message));
+            }
+        }
+    }
+    if let Some(old) = old {
+        let before = old.pointer("/spec/cidrs").filter(|c| !c.is_null());
+        if before != cidrs {
+            let quoted: Vec<String> = texts.iter().map(|c| go_quote(c)).collect();
+            let printed = if cidrs.is_none() {
+                "[]string(nil)".to_owned()
+            } else {
+                format!("[]string{{{}}}", quoted.join(", "))
+            };
+            causes.push(invalid(at, &printed, "field is immutable"));
+        }
+    }
+}
+
 /// The causes of the NetworkPolicy `object`.
 pub(super) fn network_policy(object: &Value, causes: &mut Vec<Cause>) {
     let spec = object.get("spec").unwrap_or(&Value::Null);
@@ -480,6 +618,44 @@ mod tests {
 
     fn message(plural: &str, object: Value, old: Option<&Value>) -> Option<String> {
         crate::kinds::refusal("networking.k8s.io", plural, object, old)
+    }
+
+    #[test]
+    fn strict_cidrs_and_canonical_addresses() {
+        for (cidr, problem) in [
+            ("10.0.0.0/8", None),
+            ("fd00::/64", None),
+            (
+                "10.0.0.0/08",
+                Some("must not have leading 0s in IP or prefix length"),
+            ),
+            (
+                "010.0.0.0/8",
+                Some("must not have leading 0s in IP or prefix length"),
+            ),
+            (
+                "::ffff:10.0.0.0/104",
+                Some("must not have an IPv4-mapped IPv6 address"),
+            ),
+            (
+                "fd00::1/64",
+                Some("must not have bits set beyond the prefix length"),
+            ),
+            ("10.0.0.0/33", Some(super::CIDR_MESSAGE)),
+            ("10.0.0.0", Some(super::CIDR_MESSAGE)),
+        ] {
+            assert_eq!(super::strict_cidr_problem(cidr), problem, "{cidr}");
+        }
+        let named = |name: &str| crate::names::validate_ip_address_name(name).err();
+        assert_eq!(named("fd00::1"), None);
+        assert_eq!(named("192.168.1.5"), None);
+        assert_eq!(
+            named("FD00::1").as_deref(),
+            Some("must be in canonical form (\"fd00::1\")")
+        );
+        let two =
+            json!({"spec": {"cidrs": ["10.0.0.0/24", "fd00::/64"]}, "metadata": {"name": "c"}});
+        assert_eq!(message("servicecidrs", two, None), None);
     }
 
     #[test]

@@ -3605,6 +3605,21 @@ pub(super) static NETWORKING_V1_HTTP_INGRESS_RULE_VALUE: Message = Message {
     ],
 };
 
+pub(super) static NETWORKING_V1_IP_ADDRESS: Message = Message {
+    name: "io.k8s.api.networking.v1.IPAddress",
+    fields: &[
+        f(1, "metadata", Msg(&META_V1_OBJECT_META)),
+        f(2, "spec", Msg(&NETWORKING_V1_IP_ADDRESS_SPEC)),
+    ],
+};
+
+pub(super) static NETWORKING_V1_IP_ADDRESS_SPEC: Message = Message {
+    name: "io.k8s.api.networking.v1.IPAddressSpec",
+    fields: &[
+        p(1, "parentRef", Msg(&NETWORKING_V1_PARENT_REFERENCE)),
+    ],
+};
+
 pub(super) static NETWORKING_V1_IP_BLOCK: Message = Message {
     name: "io.k8s.api.networking.v1.IPBlock",
     fields: &[
@@ -3782,11 +3797,44 @@ pub(super) static NETWORKING_V1_NETWORK_POLICY_SPEC: Message = Message {
     ],
 };
 
+pub(super) static NETWORKING_V1_PARENT_REFERENCE: Message = Message {
+    name: "io.k8s.api.networking.v1.ParentReference",
+    fields: &[
+        f(1, "group", Str),
+        f(2, "resource", Str),
+        f(3, "namespace", Str),
+        f(4, "name", Str),
+    ],
+};
+
 pub(super) static NETWORKING_V1_SERVICE_BACKEND_PORT: Message = Message {
     name: "io.k8s.api.networking.v1.ServiceBackendPort",
     fields: &[
         f(1, "name", Str),
         f(2, "number", Int32),
+    ],
+};
+
+pub(super) static NETWORKING_V1_SERVICE_CIDR: Message = Message {
+    name: "io.k8s.api.networking.v1.ServiceCIDR",
+    fields: &[
+        f(1, "metadata", Msg(&META_V1_OBJECT_META)),
+        f(2, "spec", Msg(&NETWORKING_V1_SERVICE_CIDR_SPEC)),
+        f(3, "status", Msg(&NETWORKING_V1_SERVICE_CIDR_STATUS)),
+    ],
+};
+
+pub(super) static NETWORKING_V1_SERVICE_CIDR_SPEC: Message = Message {
+    name: "io.k8s.api.networking.v1.ServiceCIDRSpec",
+    fields: &[
+        r(1, "cidrs", Str),
+    ],
+};
+
+pub(super) static NETWORKING_V1_SERVICE_CIDR_STATUS: Message = Message {
+    name: "io.k8s.api.networking.v1.ServiceCIDRStatus",
+    fields: &[
+        r(1, "conditions", Msg(&META_V1_CONDITION)),
     ],
 };
 
@@ -4323,6 +4371,8 @@ pub(super) static KINDS: &[(&str, &str, &Message)] = &[
     ("flowcontrol.apiserver.k8s.io/v1", "PriorityLevelConfiguration", &FLOWCONTROL_V1_PRIORITY_LEVEL_CONFIGURATION),
     ("networking.k8s.io/v1", "Ingress", &NETWORKING_V1_INGRESS),
     ("networking.k8s.io/v1", "IngressClass", &NETWORKING_V1_INGRESS_CLASS),
+    ("networking.k8s.io/v1", "IPAddress", &NETWORKING_V1_IP_ADDRESS),
+    ("networking.k8s.io/v1", "ServiceCIDR", &NETWORKING_V1_SERVICE_CIDR),
     ("networking.k8s.io/v1", "NetworkPolicy", &NETWORKING_V1_NETWORK_POLICY),
     ("node.k8s.io/v1", "RuntimeClass", &NODE_V1_RUNTIME_CLASS),
     ("policy/v1", "Eviction", &POLICY_V1_EVICTION),

@@ -17,7 +17,7 @@
 //! ## Bounds
 //! Holds one flag: whether a look is due.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -44,8 +44,9 @@ pub struct Kept {
     pub store: AnyStore,
     /// Its key prefix (`/registry`).
     pub prefix: String,
-    /// The `kubernetes` Service's ClusterIP.
-    pub service_ip: IpAddr,
+    /// `--service-cluster-ip-range` (the `kubernetes` Service's ClusterIP is the first's
+    /// first address; the `kubernetes` ServiceCIDR holds them all).
+    pub ranges: Vec<crate::config::IpRange>,
     /// The address its Endpoints name.
     pub server: SocketAddr,
 }
@@ -80,7 +81,7 @@ impl Keeper {
             let restored = crate::bootstrap::restore_kept(
                 &kept.store,
                 &kept.prefix,
-                kept.service_ip,
+                &kept.ranges,
                 kept.server,
             )
             .await;

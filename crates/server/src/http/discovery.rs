@@ -72,10 +72,10 @@ pub fn resource_list(
 ) -> Option<serde_json::Value> {
     let hash = |def: &watchkeeper_api::ResourceDef| {
         let resource = served.find(&def.group, &def.version, &def.plural)?;
-        let storage = resource
-            .conversion
-            .as_ref()
-            .map_or_else(|| def.api_version(), |c| c.storage_api_version().to_owned());
+        let storage = resource.conversion.as_ref().map_or_else(
+            || watchkeeper_api::discovery::builtin_storage_api_version(def),
+            |c| c.storage_api_version().to_owned(),
+        );
         Some(watchkeeper_api::storage_version_hash(
             &storage,
             &def.kind,
