@@ -142,10 +142,10 @@ pub(crate) fn validate_ip_address_name(name: &str) -> Result<(), String> {
             "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)".to_owned()
         });
     };
-    if let std::net::IpAddr::V6(v6) = address {
-        if v6.to_ipv4_mapped().is_some() {
-            return Err("must not be an IPv4-mapped IPv6 address".to_owned());
-        }
+    if let std::net::IpAddr::V6(v6) = address
+        && v6.to_ipv4_mapped().is_some()
+    {
+        return Err("must not be an IPv4-mapped IPv6 address".to_owned());
     }
     let canonical = address.to_string();
     if canonical == name {

@@ -308,10 +308,10 @@ pub(super) fn ip_address(object: &Value, old: Option<&Value>, causes: &mut Vec<C
         None => causes.push(required("spec.parentRef", "")),
         Some(parent) => {
             let group = text(parent, "group");
-            if !group.is_empty() {
-                if let Err(message) = validate_dns1123_subdomain(group) {
-                    causes.push(invalid("spec.parentRef.group", &go_quote(group), &message));
-                }
+            if !group.is_empty()
+                && let Err(message) = validate_dns1123_subdomain(group)
+            {
+                causes.push(invalid("spec.parentRef.group", &go_quote(group), &message));
             }
             for (key, needed) in [("resource", true), ("name", true), ("namespace", false)] {
                 let value = text(parent, key);
@@ -369,10 +369,10 @@ fn strict_cidr_problem(cidr: &str) -> Option<&'static str> {
     if leading_zero {
         return Some("must not have leading 0s in IP or prefix length");
     }
-    if let std::net::IpAddr::V6(v6) = parsed {
-        if v6.to_ipv4_mapped().is_some() {
-            return Some("must not have an IPv4-mapped IPv6 address");
-        }
+    if let std::net::IpAddr::V6(v6) = parsed
+        && v6.to_ipv4_mapped().is_some()
+    {
+        return Some("must not have an IPv4-mapped IPv6 address");
     }
     let (_, network, _) = cidr_network(cidr)?;
     let bits = match parsed {
