@@ -34,7 +34,7 @@ use crate::cel_rules::RuleTree;
 use crate::discovery::compare_kube_versions;
 use crate::error::ApiError;
 use crate::field::Cause;
-use crate::resources::ResourceDef;
+use crate::resources::{ResourceDef, pointer_text};
 
 /// The API group of CustomResourceDefinitions.
 pub const GROUP: &str = "apiextensions.k8s.io";
@@ -59,17 +59,10 @@ pub fn is_crd(def: &ResourceDef) -> bool {
     def.group == GROUP && def.plural == PLURAL
 }
 
-fn str_at<'a>(object: &'a Value, pointer: &str) -> &'a str {
-    object
-        .pointer(pointer)
-        .and_then(Value::as_str)
-        .unwrap_or("")
-}
-
 /// kube-apiserver's defaults of a CRD (`SetDefaults_CustomResourceDefinitionSpec`): the
 /// singular is the lowercased kind, the list kind `<Kind>List`, `conversion.strategy` None.
 pub fn apply_defaults(object: &mut Value) {
-    let kind = str_at(object, "/spec/names/kind").to_owned();
+    let kind = pointer_text(object, "/spec/names/kind").to_owned();
     let Some(names) = object
         .pointer_mut("/spec/names")
         .and_then(Value::as_object_mut)
@@ -134,7 +127,7 @@ fn strings_at(object: &Value, pointer: &str) -> Vec<String> {
 fn validate_names(names: &Value, path: &str, causes: &mut Vec<Cause>) {
     let field = |key: &str| format!("{path}.{key}");
     for key in ["plural", "singular"] {
-        let value = str_at(names, &format!("/{key}"));
+        let value = pointer_text(names, &format!("/{key}"));
         if !value.is_empty()
             && let Err(message) = dns1035(value)
         {
@@ -142,7 +135,7 @@ fn validate_names(names: &Value, path: &str, causes: &mut Vec<Cause>) {
         }
     }
     for key in ["kind", "listKind"] {
-        let value = str_at(names, &format!("/{key}"));
+        let value = pointer_text(names, &format!("/{key}"));
         if !value.is_empty()
             && let Err(message) = dns1035(&value.to_ascii_lowercase())
         {
@@ -162,8 +155,8 @@ fn validate_names(names: &Value, path: &str, causes: &mut Vec<Cause>) {
             ));
         }
     }
-    let kind = str_at(names, "/kind");
-    if !kind.is_empty() && kind == str_at(names, "/listKind") {
+    let kind = pointer_text(names, "/kind");
+    if !kind.is_empty() && kind == pointer_text(names, "/listKind") {
         causes.push(invalid(
             &field("listKind"),
             kind,
@@ -192,7 +185,7 @@ pub fn validate(object: &Value, old: Option<&Value>) -> Result<(), ApiError> {
     } else {
         Err(ApiError::invalid(
             &definition(),
-            str_at(object, "/metadata/name"),
+            pointer_text(object, "/metadata/name"),
             causes,
         ))
     }
@@ -202,9 +195,9 @@ pub fn validate(object: &Value, old: Option<&Value>) -> Result<(), ApiError> {
 #[must_use]
 pub fn validation_causes(object: &Value, old: Option<&Value>) -> Vec<Cause> {
     let mut causes = Vec::new();
-    let name = str_at(object, "/metadata/name");
-    let group = str_at(object, "/spec/group");
-    let plural = str_at(object, "/spec/names/plural");
+    let name = pointer_text(object, "/metadata/name");
+    let group = pointer_text(object, "/spec/group");
+    let plural = pointer_text(object, "/spec/names/plural");
     if name != format!("{plural}.{group}") {
         causes.push(invalid(
             "metadata.name",
@@ -223,7 +216,7 @@ pub fn validation_causes(object: &Value, old: Option<&Value>) -> Vec<Cause> {
             "should be a domain with at least one dot",
         ));
     }
-    match str_at(object, "/spec/scope") {
+    match pointer_text(object, "/spec/scope") {
         "" => causes.push(required("spec.scope")),
         "Cluster" | "Namespaced" => {}
         other => causes.push((
@@ -243,7 +236,7 @@ pub fn validation_causes(object: &Value, old: Option<&Value>) -> Vec<Cause> {
     let mut seen = Vec::new();
     let mut unique = true;
     for (index, version) in versions.iter().enumerate() {
-        let version_name = str_at(version, "/name");
+        let version_name = pointer_text(version, "/name");
         if version.get("storage").and_then(Value::as_bool) == Some(true) {
             storage += 1;
         }
@@ -293,7 +286,7 @@ pub fn validation_causes(object: &Value, old: Option<&Value>) -> Vec<Cause> {
         }
     }
     for key in ["plural", "singular", "kind", "listKind"] {
-        if str_at(object, &format!("/spec/names/{key}")).is_empty() {
+        if pointer_text(object, &format!("/spec/names/{key}")).is_empty() {
             causes.push(required(&format!("spec.names.{key}")));
         }
     }
@@ -357,8 +350,8 @@ pub fn validation_causes(object: &Value, old: Option<&Value>) -> Vec<Cause> {
             immutable.insert(0, ("spec.scope", "/spec/scope"));
         }
         for (field, pointer) in immutable {
-            let new_value = str_at(object, pointer);
-            if new_value != str_at(old, pointer) {
+            let new_value = pointer_text(object, pointer);
+            if new_value != pointer_text(old, pointer) {
                 causes.push(invalid(field, new_value, "field is immutable"));
             }
         }
@@ -435,18 +428,18 @@ const COLUMN_FORMATS: &[&str] = &[
 /// kube's `ValidateCustomResourceColumnDefinition` of the column at `path` (its `jsonPath` is
 /// reported as `JSONPath`, the internal field's name).
 fn validate_column(column: &Value, path: &str, causes: &mut Vec<Cause>) {
-    if str_at(column, "/name").is_empty() {
+    if pointer_text(column, "/name").is_empty() {
         causes.push(required(&format!("{path}.name")));
     }
     let types = format!("must be one of {}", COLUMN_TYPES.join(","));
-    match str_at(column, "/type") {
+    match pointer_text(column, "/type") {
         "" => causes.push(crate::field::required(&format!("{path}.type"), &types)),
         kind if !COLUMN_TYPES.contains(&kind) => {
             causes.push(invalid(&format!("{path}.type"), kind, &types));
         }
         _ => {}
     }
-    let format = str_at(column, "/format");
+    let format = pointer_text(column, "/format");
     if !format.is_empty() && !COLUMN_FORMATS.contains(&format) {
         causes.push(invalid(
             &format!("{path}.format"),
@@ -454,7 +447,7 @@ fn validate_column(column: &Value, path: &str, causes: &mut Vec<Cause>) {
             &format!("must be one of {}", COLUMN_FORMATS.join(",")),
         ));
     }
-    let json_path = str_at(column, "/jsonPath");
+    let json_path = pointer_text(column, "/jsonPath");
     if json_path.is_empty() {
         causes.push(required(&format!("{path}.JSONPath")));
     } else if !json_path.starts_with('.') {
@@ -495,7 +488,7 @@ fn validate_selectable_fields(version: &Value, path: &str, causes: &mut Vec<Caus
     let mut unique: Vec<String> = Vec::new();
     for (index, field) in fields.iter().enumerate() {
         let here = format!("{at}[{index}].jsonPath");
-        let json_path = str_at(field, "/jsonPath");
+        let json_path = pointer_text(field, "/jsonPath");
         if json_path.is_empty() {
             causes.push(required(&here));
             continue;
@@ -518,7 +511,10 @@ fn validate_selectable_fields(version: &Value, path: &str, causes: &mut Vec<Caus
                 "must not point to fields in metadata",
             ));
         }
-        if !matches!(str_at(found, "/type"), "string" | "boolean" | "integer") {
+        if !matches!(
+            pointer_text(found, "/type"),
+            "string" | "boolean" | "integer"
+        ) {
             causes.push(invalid(
                 &here,
                 json_path,
@@ -600,7 +596,7 @@ fn validate_conversion(object: &Value, old: Option<&Value>, causes: &mut Vec<Cau
     let Some(conversion) = object.pointer("/spec/conversion").filter(|c| !c.is_null()) else {
         return;
     };
-    let strategy = str_at(conversion, "/strategy");
+    let strategy = pointer_text(conversion, "/strategy");
     if strategy != "None"
         && object
             .pointer("/spec/preserveUnknownFields")
@@ -738,7 +734,7 @@ fn approval_state(crd: &Value) -> (u8, String) {
 /// `api-approved.kubernetes.io` annotation (a URL, or a reason starting with `unapproved`),
 /// unless an update leaves its state unchanged.
 fn validate_api_approval(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
-    let group = str_at(object, "/spec/group");
+    let group = pointer_text(object, "/spec/group");
     let protected = ["k8s.io", "kubernetes.io"]
         .iter()
         .any(|g| group == *g || group.ends_with(&format!(".{g}")));
@@ -754,7 +750,7 @@ fn validate_api_approval(object: &Value, old: Option<&Value>, causes: &mut Vec<C
         0 => causes.push(crate::field::required(&path, &reason)),
         3 => causes.push(invalid(
             &path,
-            str_at(object, &format!("/metadata/annotations/{API_APPROVED}")),
+            pointer_text(object, &format!("/metadata/annotations/{API_APPROVED}")),
             &reason,
         )),
         _ => {}
@@ -815,7 +811,7 @@ fn accept_names(
     old_accepted: Option<&Value>,
     others: &[TakenNames],
 ) -> (Value, Option<(&'static str, String)>) {
-    let group = str_at(object, "/spec/group");
+    let group = pointer_text(object, "/spec/group");
     let requested = object.pointer("/spec/names").cloned().unwrap_or(json!({}));
     let empty = json!({});
     let accepted = old_accepted.unwrap_or(&empty);
@@ -846,8 +842,8 @@ fn accept_names(
         ("kind", "KindConflict", true),
         ("listKind", "ListKindConflict", true),
     ] {
-        let name = str_at(&requested, &format!("/{key}"));
-        let was = str_at(accepted, &format!("/{key}"));
+        let name = pointer_text(&requested, &format!("/{key}"));
+        let was = pointer_text(accepted, &format!("/{key}"));
         let taken: &dyn Fn(&str) -> bool = if kinds { &kind_taken } else { &resource_taken };
         match fresh(name, was, taken) {
             Ok(()) => {
@@ -953,7 +949,7 @@ pub fn set_status(
                 .iter()
                 .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
         })
-        .map(|v| str_at(v, "/name").to_owned());
+        .map(|v| pointer_text(v, "/name").to_owned());
     let empty = Vec::new();
     let old_conditions = old_status
         .and_then(|s| s.get("conditions"))
@@ -1076,7 +1072,7 @@ pub fn stored_versions_causes(object: &Value) -> Vec<Cause> {
         .into_iter()
         .flatten()
     {
-        let name = str_at(version, "/name");
+        let name = pointer_text(version, "/name");
         let stored_here = left.iter().any(|(_, v)| v.as_str() == name);
         if version.get("storage").and_then(Value::as_bool) == Some(true) && !stored_here {
             causes.push(crate::field::invalid(
@@ -1331,9 +1327,9 @@ pub fn served_versions(crd: &Value) -> usize {
     let flag = |v: &Value, key: &str| v.get(key).and_then(Value::as_bool) == Some(true);
     // `served_version`'s names, the same for every version.
     let named = crd.pointer("/status/acceptedNames").is_some_and(|names| {
-        !str_at(names, "/kind").is_empty()
-            && !str_at(names, "/plural").is_empty()
-            && !str_at(crd, "/spec/group").is_empty()
+        !pointer_text(names, "/kind").is_empty()
+            && !pointer_text(names, "/plural").is_empty()
+            && !pointer_text(crd, "/spec/group").is_empty()
     });
     if !named
         || !versions
@@ -1351,20 +1347,20 @@ pub fn served_versions(crd: &Value) -> usize {
 /// The resource `crd` serves at `version` (one of its `spec.versions`).
 fn served_version(crd: &Value, version: &Value) -> Option<CustomResource> {
     let names = crd.pointer("/status/acceptedNames")?;
-    let kind = str_at(names, "/kind");
-    let plural = str_at(names, "/plural");
-    let group = str_at(crd, "/spec/group");
+    let kind = pointer_text(names, "/kind");
+    let plural = pointer_text(names, "/plural");
+    let group = pointer_text(crd, "/spec/group");
     if kind.is_empty() || plural.is_empty() || group.is_empty() {
         return None;
     }
     let mut def = ResourceDef::named(
         group,
-        str_at(version, "/name"),
+        pointer_text(version, "/name"),
         plural,
         kind,
-        str_at(crd, "/spec/scope") == "Namespaced",
+        pointer_text(crd, "/spec/scope") == "Namespaced",
     );
-    let singular = str_at(names, "/singular");
+    let singular = pointer_text(names, "/singular");
     if !singular.is_empty() {
         def.singular = singular.to_owned();
     }
@@ -1422,9 +1418,9 @@ fn deprecation_warning(crd: &Value, version: &Value) -> Option<String> {
     if let Some(warning) = version.get("deprecationWarning").and_then(Value::as_str) {
         return (!warning.is_empty()).then(|| warning.to_owned());
     }
-    let group = str_at(crd, "/spec/group");
-    let kind = str_at(crd, "/spec/names/kind");
-    let name = str_at(version, "/name");
+    let group = pointer_text(crd, "/spec/group");
+    let kind = pointer_text(crd, "/spec/names/kind");
+    let name = pointer_text(version, "/name");
     let mut warning = format!("{group}/{name} {kind} is deprecated");
     let newer = crd
         .pointer("/spec/versions")
@@ -1435,7 +1431,7 @@ fn deprecation_warning(crd: &Value, version: &Value) -> Option<String> {
             v.get("served").and_then(Value::as_bool) == Some(true)
                 && v.get("deprecated").and_then(Value::as_bool) != Some(true)
         })
-        .map(|v| str_at(v, "/name"))
+        .map(|v| pointer_text(v, "/name"))
         .filter(|v| compare_kube_versions(name, v) == std::cmp::Ordering::Greater)
         .min_by(|a, b| compare_kube_versions(a, b));
     if let Some(newer) = newer {
@@ -1485,137 +1481,6 @@ pub fn status_rules(subresource: &str, old: Option<&Value>, new: Value) -> Value
         }
     }
     new
-}
-
-/// Evaluates a printer column's simple JSONPath (`.spec.size`, `.items[0].name`,
-/// `.spec.ports[*].name`, `.status.conditions[?(@.type=="Ready")].status`) on `object`: its
-/// first result, as kube's table convertor takes `results[0][0]`.
-fn json_path<'a>(object: &'a Value, path: &str) -> Option<&'a Value> {
-    let path = path.trim().trim_start_matches('{').trim_end_matches('}');
-    first_result(object, path.strip_prefix('.').unwrap_or(path))
-}
-
-fn first_result<'a>(current: &'a Value, rest: &str) -> Option<&'a Value> {
-    if rest.is_empty() {
-        return Some(current);
-    }
-    if let Some(inner) = rest.strip_prefix('[') {
-        let end = inner.find(']')?;
-        let selector = &inner[..end];
-        let after = &inner[end + 1..];
-        let rest = after.strip_prefix('.').unwrap_or(after);
-        if let Some(filter) = selector
-            .strip_prefix("?(@.")
-            .and_then(|f| f.strip_suffix(')'))
-        {
-            let (key, wanted) = filter.split_once("==")?;
-            let wanted = wanted.trim().trim_matches(|c| c == '"' || c == '\'');
-            return current
-                .as_array()?
-                .iter()
-                .filter(|item| {
-                    json_path(item, key.trim()).is_some_and(|v| {
-                        v.as_str().map_or_else(|| v.to_string(), str::to_owned) == wanted
-                    })
-                })
-                .find_map(|item| first_result(item, rest));
-        }
-        if selector == "*" {
-            return match current {
-                Value::Array(items) => items.iter().find_map(|item| first_result(item, rest)),
-                Value::Object(fields) => {
-                    // Go's JSONPath ranges over a map's values in key order.
-                    let mut keys: Vec<&String> = fields.keys().collect();
-                    keys.sort();
-                    keys.into_iter()
-                        .find_map(|key| first_result(&fields[key.as_str()], rest))
-                }
-                _ => None,
-            };
-        }
-        return first_result(current.get(selector.parse::<usize>().ok()?)?, rest);
-    }
-    let end = rest.find(['.', '[']).unwrap_or(rest.len());
-    let next = current.get(&rest[..end])?;
-    let after = &rest[end..];
-    first_result(next, after.strip_prefix('.').unwrap_or(after))
-}
-
-/// A `meta.k8s.io/v1` Table of custom resources with their CRD's `additionalPrinterColumns`
-/// (Name first), as kube-apiserver's CRD table convertor builds it: `integer`, `number` and
-/// `boolean` cells typed (null when the value is not), `date` cells as ages, `string` cells
-/// as printed. `None` when the CRD has no columns (the default Name and Age table applies).
-#[must_use]
-pub fn printer_table(
-    columns: &[Value],
-    objects: &[&Value],
-    resource_version: &str,
-    continue_token: Option<&str>,
-    now_unix_seconds: i64,
-    include_column_definitions: bool,
-) -> Option<Value> {
-    if columns.is_empty() {
-        return None;
-    }
-    let mut definitions = vec![json!({
-        "name": "Name", "type": "string", "format": "name", "priority": 0,
-        "description": "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names",
-    })];
-    for column in columns {
-        let description = match str_at(column, "/description") {
-            "" => format!(
-                "Custom resource definition column (in JSONPath format): {}",
-                str_at(column, "/jsonPath")
-            ),
-            description => description.to_owned(),
-        };
-        definitions.push(json!({
-            "name": str_at(column, "/name"),
-            "type": str_at(column, "/type"),
-            "format": str_at(column, "/format"),
-            "description": description,
-            "priority": column.get("priority").and_then(Value::as_i64).unwrap_or(0),
-        }));
-    }
-    let rows: Vec<Value> = objects
-        .iter()
-        .map(|object| {
-            let mut cells = vec![json!(str_at(object, "/metadata/name"))];
-            for column in columns {
-                let value = json_path(object, str_at(column, "/jsonPath"));
-                cells.push(match (str_at(column, "/type"), value) {
-                    (_, None | Some(Value::Null)) => Value::Null,
-                    ("integer", Some(v)) => v.as_i64().map_or(Value::Null, Value::from),
-                    ("number", Some(v)) if v.is_number() => v.clone(),
-                    ("boolean", Some(v)) if v.is_boolean() => v.clone(),
-                    ("date", Some(Value::String(text))) => {
-                        json!(crate::time::unix_from_rfc3339(text).map_or_else(
-                            || "<invalid>".to_owned(),
-                            |at| crate::time::human_duration(now_unix_seconds - at)
-                        ))
-                    }
-                    ("string", Some(Value::String(text))) => json!(text),
-                    ("string", Some(other)) => json!(other.to_string()),
-                    (_, Some(_)) => Value::Null,
-                });
-            }
-            json!({"cells": cells, "object": crate::table::partial_object_metadata(object)})
-        })
-        .collect();
-    let mut metadata = Map::new();
-    if !resource_version.is_empty() {
-        metadata.insert("resourceVersion".into(), json!(resource_version));
-    }
-    if let Some(token) = continue_token.filter(|t| !t.is_empty()) {
-        metadata.insert("continue".into(), json!(token));
-    }
-    Some(json!({
-        "kind": "Table",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": metadata,
-        "columnDefinitions": if include_column_definitions { Value::Array(definitions) } else { json!([]) },
-        "rows": rows,
-    }))
 }
 
 #[cfg(test)]
@@ -1965,7 +1830,7 @@ mod tests {
         cases.push(unnamed);
         let mut conflicting = crd.clone();
         let holder = TakenNames {
-            group: str_at(&crd, "/spec/group").to_owned(),
+            group: pointer_text(&crd, "/spec/group").to_owned(),
             short_names: vec!["wd".into()],
             ..TakenNames::default()
         };
@@ -2025,30 +1890,6 @@ mod tests {
         assert_eq!(status["status"]["ready"], false);
         let created = status_rules("", None, new);
         assert!(created.get("status").is_none());
-    }
-
-    #[test]
-    fn printer_columns() {
-        let columns = vec![
-            json!({"name": "Size", "type": "integer", "jsonPath": ".spec.size"}),
-            json!({"name": "Ready", "type": "string",
-                "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status"}),
-            json!({"name": "First", "type": "string", "jsonPath": ".spec.tags[0]", "priority": 1}),
-            json!({"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}),
-        ];
-        let object = json!({"metadata": {"name": "w1", "creationTimestamp": "2026-01-01T00:00:00Z"},
-            "spec": {"size": 3, "tags": ["a"]},
-            "status": {"conditions": [{"type": "Other", "status": "False"}, {"type": "Ready", "status": "True"}]}});
-        let now = crate::time::unix_from_rfc3339("2026-01-01T00:05:00Z").unwrap();
-        let table = printer_table(&columns, &[&object], "7", None, now, true).unwrap();
-        assert_eq!(
-            table["rows"][0]["cells"],
-            json!(["w1", 3, "True", "a", "5m"])
-        );
-        assert_eq!(table["columnDefinitions"][0]["name"], "Name");
-        assert_eq!(table["columnDefinitions"][3]["priority"], 1);
-        assert_eq!(table["metadata"]["resourceVersion"], "7");
-        assert!(printer_table(&[], &[&object], "7", None, now, true).is_none());
     }
 
     fn messages(crd: &Value, old: Option<&Value>) -> Vec<String> {
@@ -2257,26 +2098,5 @@ mod tests {
         crd["spec"]["group"] = json!("k8s.io.example.com");
         crd["metadata"] = json!({"name": "widgets.k8s.io.example.com"});
         assert_eq!(messages(&crd, None), Vec::<String>::new());
-    }
-
-    #[test]
-    fn printer_columns_take_the_first_result_and_a_default_description() {
-        let columns = vec![
-            json!({"name": "Ports", "type": "string", "jsonPath": ".spec.ports[*].name"}),
-            json!({"name": "Ready", "type": "string",
-                "jsonPath": ".status.conditions[?(@.type==\"Ready\")].reason"}),
-            json!({"name": "Size", "type": "integer", "jsonPath": ".spec.size",
-                "description": "How big"}),
-        ];
-        let object = json!({"metadata": {"name": "w"},
-            "spec": {"size": 1, "ports": [{"port": 1}, {"name": "http"}, {"name": "grpc"}]},
-            "status": {"conditions": [{"type": "Ready"}, {"type": "Ready", "reason": "Up"}]}});
-        let table = printer_table(&columns, &[&object], "1", None, 0, true).unwrap();
-        assert_eq!(table["rows"][0]["cells"], json!(["w", "http", "Up", 1]));
-        assert_eq!(
-            table["columnDefinitions"][1]["description"],
-            "Custom resource definition column (in JSONPath format): .spec.ports[*].name"
-        );
-        assert_eq!(table["columnDefinitions"][3]["description"], "How big");
     }
 }

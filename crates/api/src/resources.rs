@@ -846,6 +846,14 @@ pub fn parse_resources_file(text: &str) -> Result<Vec<ResourceDef>, String> {
     Ok(defs)
 }
 
+/// The string at the JSON pointer `pointer` of `object` (empty when absent or not a string).
+pub(crate) fn pointer_text<'a>(object: &'a Value, pointer: &str) -> &'a str {
+    object
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
 /// Follows a dotted path through nested objects.
 pub(crate) fn lookup<'a>(object: &'a Value, path: &str) -> Option<&'a Value> {
     path.split('.')

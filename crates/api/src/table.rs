@@ -15,7 +15,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::resources::{ResourceDef, lookup};
+use crate::resources::{ResourceDef, lookup, pointer_text};
 use crate::time::{human_duration, rfc3339_from_unix, unix_from_rfc3339};
 use crate::versions::Conversion;
 
@@ -2598,6 +2598,137 @@ fn controller_name(object: &Value) -> String {
     }
 }
 
+/// Evaluates a printer column's simple JSONPath (`.spec.size`, `.items[0].name`,
+/// `.spec.ports[*].name`, `.status.conditions[?(@.type=="Ready")].status`) on `object`: its
+/// first result, as kube's table convertor takes `results[0][0]`.
+fn json_path<'a>(object: &'a Value, path: &str) -> Option<&'a Value> {
+    let path = path.trim().trim_start_matches('{').trim_end_matches('}');
+    first_result(object, path.strip_prefix('.').unwrap_or(path))
+}
+
+fn first_result<'a>(current: &'a Value, rest: &str) -> Option<&'a Value> {
+    if rest.is_empty() {
+        return Some(current);
+    }
+    if let Some(inner) = rest.strip_prefix('[') {
+        let end = inner.find(']')?;
+        let selector = &inner[..end];
+        let after = &inner[end + 1..];
+        let rest = after.strip_prefix('.').unwrap_or(after);
+        if let Some(filter) = selector
+            .strip_prefix("?(@.")
+            .and_then(|f| f.strip_suffix(')'))
+        {
+            let (key, wanted) = filter.split_once("==")?;
+            let wanted = wanted.trim().trim_matches(|c| c == '"' || c == '\'');
+            return current
+                .as_array()?
+                .iter()
+                .filter(|item| {
+                    json_path(item, key.trim()).is_some_and(|v| {
+                        v.as_str().map_or_else(|| v.to_string(), str::to_owned) == wanted
+                    })
+                })
+                .find_map(|item| first_result(item, rest));
+        }
+        if selector == "*" {
+            return match current {
+                Value::Array(items) => items.iter().find_map(|item| first_result(item, rest)),
+                Value::Object(fields) => {
+                    // Go's JSONPath ranges over a map's values in key order.
+                    let mut keys: Vec<&String> = fields.keys().collect();
+                    keys.sort();
+                    keys.into_iter()
+                        .find_map(|key| first_result(&fields[key.as_str()], rest))
+                }
+                _ => None,
+            };
+        }
+        return first_result(current.get(selector.parse::<usize>().ok()?)?, rest);
+    }
+    let end = rest.find(['.', '[']).unwrap_or(rest.len());
+    let next = current.get(&rest[..end])?;
+    let after = &rest[end..];
+    first_result(next, after.strip_prefix('.').unwrap_or(after))
+}
+
+/// A `meta.k8s.io/v1` Table of custom resources with their CRD's `additionalPrinterColumns`
+/// (Name first), as kube-apiserver's CRD table convertor builds it: `integer`, `number` and
+/// `boolean` cells typed (null when the value is not), `date` cells as ages, `string` cells
+/// as printed. `None` when the CRD has no columns (the default Name and Age table applies).
+#[must_use]
+pub fn printer_table(
+    columns: &[Value],
+    objects: &[&Value],
+    resource_version: &str,
+    continue_token: Option<&str>,
+    now_unix_seconds: i64,
+    include_column_definitions: bool,
+) -> Option<Value> {
+    if columns.is_empty() {
+        return None;
+    }
+    let mut definitions = vec![json!({
+        "name": "Name", "type": "string", "format": "name", "priority": 0,
+        "description": "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names",
+    })];
+    for column in columns {
+        let description = match pointer_text(column, "/description") {
+            "" => format!(
+                "Custom resource definition column (in JSONPath format): {}",
+                pointer_text(column, "/jsonPath")
+            ),
+            description => description.to_owned(),
+        };
+        definitions.push(json!({
+            "name": pointer_text(column, "/name"),
+            "type": pointer_text(column, "/type"),
+            "format": pointer_text(column, "/format"),
+            "description": description,
+            "priority": column.get("priority").and_then(Value::as_i64).unwrap_or(0),
+        }));
+    }
+    let rows: Vec<Value> = objects
+        .iter()
+        .map(|object| {
+            let mut cells = vec![json!(pointer_text(object, "/metadata/name"))];
+            for column in columns {
+                let value = json_path(object, pointer_text(column, "/jsonPath"));
+                cells.push(match (pointer_text(column, "/type"), value) {
+                    (_, None | Some(Value::Null)) => Value::Null,
+                    ("integer", Some(v)) => v.as_i64().map_or(Value::Null, Value::from),
+                    ("number", Some(v)) if v.is_number() => v.clone(),
+                    ("boolean", Some(v)) if v.is_boolean() => v.clone(),
+                    ("date", Some(Value::String(text))) => {
+                        json!(crate::time::unix_from_rfc3339(text).map_or_else(
+                            || "<invalid>".to_owned(),
+                            |at| crate::time::human_duration(now_unix_seconds - at)
+                        ))
+                    }
+                    ("string", Some(Value::String(text))) => json!(text),
+                    ("string", Some(other)) => json!(other.to_string()),
+                    (_, Some(_)) => Value::Null,
+                });
+            }
+            json!({"cells": cells, "object": partial_object_metadata(object)})
+        })
+        .collect();
+    let mut metadata = Map::new();
+    if !resource_version.is_empty() {
+        metadata.insert("resourceVersion".into(), json!(resource_version));
+    }
+    if let Some(token) = continue_token.filter(|t| !t.is_empty()) {
+        metadata.insert("continue".into(), json!(token));
+    }
+    Some(json!({
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": metadata,
+        "columnDefinitions": if include_column_definitions { Value::Array(definitions) } else { json!([]) },
+        "rows": rows,
+    }))
+}
+
 /// The object's metadata as `meta.k8s.io/v1` `PartialObjectMetadata`.
 #[must_use]
 pub fn partial_object_metadata(object: &Value) -> Value {
@@ -2639,7 +2770,7 @@ pub fn to_table_with(
     now_unix_seconds: i64,
     include_column_definitions: bool,
 ) -> Value {
-    if let Some(table) = crate::crd::printer_table(
+    if let Some(table) = printer_table(
         &def.printer_columns,
         objects,
         resource_version,
@@ -2950,5 +3081,50 @@ mod tests {
             to_table(&crd, &[&no_time], "1", None, NOW)["rows"][0]["cells"][1],
             "<unknown>"
         );
+    }
+
+    #[test]
+    fn printer_columns() {
+        let columns = vec![
+            json!({"name": "Size", "type": "integer", "jsonPath": ".spec.size"}),
+            json!({"name": "Ready", "type": "string",
+                "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status"}),
+            json!({"name": "First", "type": "string", "jsonPath": ".spec.tags[0]", "priority": 1}),
+            json!({"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}),
+        ];
+        let object = json!({"metadata": {"name": "w1", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"size": 3, "tags": ["a"]},
+            "status": {"conditions": [{"type": "Other", "status": "False"}, {"type": "Ready", "status": "True"}]}});
+        let now = crate::time::unix_from_rfc3339("2026-01-01T00:05:00Z").unwrap();
+        let table = printer_table(&columns, &[&object], "7", None, now, true).unwrap();
+        assert_eq!(
+            table["rows"][0]["cells"],
+            json!(["w1", 3, "True", "a", "5m"])
+        );
+        assert_eq!(table["columnDefinitions"][0]["name"], "Name");
+        assert_eq!(table["columnDefinitions"][3]["priority"], 1);
+        assert_eq!(table["metadata"]["resourceVersion"], "7");
+        assert!(printer_table(&[], &[&object], "7", None, now, true).is_none());
+    }
+
+    #[test]
+    fn printer_columns_take_the_first_result_and_a_default_description() {
+        let columns = vec![
+            json!({"name": "Ports", "type": "string", "jsonPath": ".spec.ports[*].name"}),
+            json!({"name": "Ready", "type": "string",
+                "jsonPath": ".status.conditions[?(@.type==\"Ready\")].reason"}),
+            json!({"name": "Size", "type": "integer", "jsonPath": ".spec.size",
+                "description": "How big"}),
+        ];
+        let object = json!({"metadata": {"name": "w"},
+            "spec": {"size": 1, "ports": [{"port": 1}, {"name": "http"}, {"name": "grpc"}]},
+            "status": {"conditions": [{"type": "Ready"}, {"type": "Ready", "reason": "Up"}]}});
+        let table = printer_table(&columns, &[&object], "1", None, 0, true).unwrap();
+        assert_eq!(table["rows"][0]["cells"], json!(["w", "http", "Up", 1]));
+        assert_eq!(
+            table["columnDefinitions"][1]["description"],
+            "Custom resource definition column (in JSONPath format): .spec.ports[*].name"
+        );
+        assert_eq!(table["columnDefinitions"][3]["description"], "How big");
     }
 }
