@@ -1465,7 +1465,13 @@ impl Writer<'_> {
                 &object,
             )?;
         }
-        watchkeeper_api::kinds::validate(&resource.def, &object, old)?;
+        match old {
+            // kube's status strategies validate the status (and what a status write may change).
+            Some(old) if self.subresource == "status" => {
+                watchkeeper_api::kinds::validate_status(&resource.def, &object, old)?;
+            }
+            _ => watchkeeper_api::kinds::validate(&resource.def, &object, old)?,
+        }
         if let Some(old) = old
             && resource.def.group.is_empty()
             && resource.def.plural == "pods"
