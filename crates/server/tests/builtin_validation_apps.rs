@@ -187,6 +187,12 @@ async fn pod_status_writes() {
     )
     .await;
     assert_eq!(answer["status"]["phase"], "Running");
+    // A status without its QoS class keeps the stored one (kube's `PrepareForUpdate`).
+    let mut stored = answer;
+    stored["status"] = json!({"phase": "Running"});
+    let (code, body) = send_json(addr, "PUT", &status, &stored).await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["status"]["qosClass"], "BestEffort", "{body}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,7 +16,8 @@
 //!   than `PodScheduled`, `Ready` and `Initialized` has a qualified-name type (at kube's own path,
 //!   `metadata.conditions[i].Type`); the node name does not change (`status.nodeName:
 //!   Forbidden: may not be changed directly`); a changed `nominatedNodeName` is a DNS subdomain;
-//!   `qosClass` never changes; a container that terminated does not leave that state unless
+//!   `qosClass` never changes (a status written without one keeps the stored one: the store's
+//!   `admit`, as kube's `PrepareForUpdate`); a container that terminated does not leave that state unless
 //!   the pod's restart policy lets it restart (sidecars always, ephemeral containers never).
 //!   `phase` and a condition's `status` have no rule, as in kube.
 //! - Nodes: [`super::nodes::node_update`] only (kube's `nodeStatusStrategy`), with
