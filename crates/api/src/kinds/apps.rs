@@ -18,7 +18,8 @@
 //!   claim retention policy's `whenDeleted` and `whenScaled` are `Retain` or `Delete`; each of
 //!   `volumeClaimTemplates` has a claim spec as a PersistentVolumeClaim's
 //!   ([`super::storage::claim`], the paths under `spec.volumeClaimTemplates[i].spec`) on
-//!   create and when an update changes the templates; `ordinals.start` is not negative.
+//!   create and when an update changes the templates; `ordinals.start` is not negative; a
+//!   created set's `serviceName` is empty or a DNS label (kubernetes#130233).
 //! - DaemonSet (after the template): `updateStrategy` `OnDelete`, or `RollingUpdate` with a
 //!   `rollingUpdate` whose `maxUnavailable` and `maxSurge` are each a non-negative integer or a
 //!   percentage of at most 100%, exactly one of them non-zero; then `revisionHistoryLimit` not
@@ -28,10 +29,11 @@
 //! - A value kube prints as Go's `%#v` of an internal struct prints so too, but a pointer
 //!   field that is set prints as `(*T)(<its JSON>)` where Go prints an address.
 //! - A Deployment's `minReadySeconds` is reported before its selector (the shared rules'
-//!   order), kube's after the strategy.
+//!   order), kube's after the strategy; a StatefulSet's `replicas` and `minReadySeconds` after
+//!   its `ordinals` and `serviceName`, kube's before.
 //! - A StatefulSet's claim templates are checked as kube 1.34 checks them (kube 1.33 did not);
 //!   its `rollingUpdate.maxUnavailable` is not checked (kube 1.33 drops it:
-//!   `MaxUnavailableStatefulSet` is off). Not checked: its `serviceName`, the update rule
+//!   `MaxUnavailableStatefulSet` is off). Not checked: the update rule
 //!   that only some spec fields change, and a DaemonSet's `templateGeneration` (not in
 //!   apps/v1).
 
@@ -237,6 +239,15 @@ fn stateful_set(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
             "must be greater than or equal to 0",
         ));
     }
+    // kubernetes#130233: a created set's service name is a DNS label (its pods' subdomain);
+    // an update keeps a stored one that is not (`AllowInvalidServiceName`).
+    let service = text(object, "spec.serviceName");
+    if old.is_none()
+        && !service.is_empty()
+        && let Err(message) = crate::names::validate_dns1123_label(service)
+    {
+        causes.push(invalid("spec.serviceName", &json!(service), &message));
+    }
 }
 
 /// kube 1.34's `ValidateVolumeClaimTemplates` of one template: its claim spec as a claim's.
@@ -363,11 +374,11 @@ mod tests {
             "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Keep"},
             "volumeClaimTemplates": [{"metadata": {"name": "v"}, "spec": {"accessModes": ["Bogus"],
                 "resources": {"requests": {"storage": "1Gi"}}}}],
-            "ordinals": {"start": -1}, "replicas": -1}),
+            "ordinals": {"start": -1}, "serviceName": "Bad.Name", "replicas": -1}),
         );
         assert_eq!(
             message("statefulsets", bad, None).unwrap(),
-            "StatefulSet.apps \"w\" is invalid: [spec.podManagementPolicy: Invalid value: \"Bogus\": must be 'OrderedReady' or 'Parallel', spec.updateStrategy: Invalid value: apps.StatefulSetUpdateStrategy{Type:\"Bogus\", RollingUpdate:(*apps.RollingUpdateStatefulSetStrategy)(nil)}: must be 'RollingUpdate' or 'OnDelete', spec.persistentVolumeClaimRetentionPolicy.whenDeleted: Unsupported value: \"Keep\": supported values: \"Retain\", \"Delete\", spec.volumeClaimTemplates[0].spec.accessModes: Unsupported value: \"Bogus\": supported values: \"ReadOnlyMany\", \"ReadWriteMany\", \"ReadWriteOnce\", \"ReadWriteOncePod\", spec.ordinals.start: Invalid value: -1: must be greater than or equal to 0, spec.replicas: Invalid value: -1: must be greater than or equal to 0]"
+            "StatefulSet.apps \"w\" is invalid: [spec.podManagementPolicy: Invalid value: \"Bogus\": must be 'OrderedReady' or 'Parallel', spec.updateStrategy: Invalid value: apps.StatefulSetUpdateStrategy{Type:\"Bogus\", RollingUpdate:(*apps.RollingUpdateStatefulSetStrategy)(nil)}: must be 'RollingUpdate' or 'OnDelete', spec.persistentVolumeClaimRetentionPolicy.whenDeleted: Unsupported value: \"Keep\": supported values: \"Retain\", \"Delete\", spec.volumeClaimTemplates[0].spec.accessModes: Unsupported value: \"Bogus\": supported values: \"ReadOnlyMany\", \"ReadWriteMany\", \"ReadWriteOnce\", \"ReadWriteOncePod\", spec.ordinals.start: Invalid value: -1: must be greater than or equal to 0, spec.serviceName: Invalid value: \"Bad.Name\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?'), spec.replicas: Invalid value: -1: must be greater than or equal to 0]"
         );
         let on_delete = workload(
             json!({"updateStrategy": {"type": "OnDelete", "rollingUpdate": {"partition": 2}}}),
