@@ -3,8 +3,10 @@
 //! VolumeAttachment, CSIStorageCapacity, ControllerRevision, ValidatingAdmissionPolicy,
 //! ValidatingAdmissionPolicyBinding, FlowSchema and PriorityLevelConfiguration; and the
 //! validation of other built-in kinds by area, each module saying what it checks and what not:
-//! `workloads`, `webhooks`, `autoscaling`, `policy`, `batch`, `storage`, `limit_range`,
-//! `nodes` (and Endpoints), `discovery`, `networking`, `coordination`, `rbac`.
+//! `workloads`, `apps` (the workloads' strategies), `webhooks`, `autoscaling`, `policy`,
+//! `batch`, `storage`, `limit_range`, `nodes` (and Endpoints), `discovery`, `networking`,
+//! `coordination`, `rbac`; and `status`, the rules of `status` subresource writes
+//! ([`validate_status`]).
 //!
 //! ## Guarantees
 //! - Defaults ([`apply_defaults`]) are those of kube's `pkg/apis/{storage,admissionregistration,

@@ -46,9 +46,11 @@
 //!   - Workloads' selectors are label selectors (`ValidateLabelSelector`: operators, values,
 //!     keys and values' syntax); a malformed one is also `spec.selector: Invalid value: ...:
 //!     invalid label selector`, and is not matched against the template's labels.
-//! - Not checked (kube checks them): what [`super::pod_spec`] lists, update strategies, a
-//!   Job's selector (kube generates it), a template's metadata and the workloads' other spec
-//!   fields (`revisionHistoryLimit`, `progressDeadlineSeconds`, a CronJob's schedule).
+//! - The apps workloads' other spec fields (strategies, `revisionHistoryLimit`,
+//!   `progressDeadlineSeconds`, a StatefulSet's policies) are [`super::apps`]'s, and their
+//!   `/status` writes [`super::status`]'s.
+//! - Not checked (kube checks them): what [`super::pod_spec`] lists, a Job's selector (kube
+//!   generates it) and a template's metadata.
 
 use std::collections::BTreeMap;
 
