@@ -18,8 +18,9 @@
 //!   claim retention policy's `whenDeleted` and `whenScaled` are `Retain` or `Delete`; each of
 //!   `volumeClaimTemplates` has a claim spec as a PersistentVolumeClaim's
 //!   ([`super::storage::claim`], the paths under `spec.volumeClaimTemplates[i].spec`) on
-//!   create and when an update changes the templates; `ordinals.start` is not negative; a
-//!   created set's `serviceName` is empty or a DNS label (kubernetes#130233).
+//!   create and when an update changes the templates; `ordinals.start` is not negative, so
+//!   `revisionHistoryLimit` when created or changed (kubernetes#129017); a created set's
+//!   `serviceName` is empty or a DNS label (kubernetes#130233).
 //! - DaemonSet (after the template): `updateStrategy` `OnDelete`, or `RollingUpdate` with a
 //!   `rollingUpdate` whose `maxUnavailable` and `maxSurge` are each a non-negative integer or a
 //!   percentage of at most 100%, exactly one of them non-zero; then `revisionHistoryLimit` not
@@ -239,6 +240,11 @@ fn stateful_set(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
             "must be greater than or equal to 0",
         ));
     }
+    // kubernetes#129017: a negative limit panicked the controller; a stored one is kept.
+    let limit = |o: &Value| present(o, "spec.revisionHistoryLimit").cloned();
+    if old.is_none_or(|old| limit(old) != limit(object)) {
+        nonnegative(object, "revisionHistoryLimit", causes);
+    }
     // kubernetes#130233: a created set's service name is a DNS label (its pods' subdomain);
     // an update keeps a stored one that is not (`AllowInvalidServiceName`).
     let service = text(object, "spec.serviceName");
@@ -374,11 +380,11 @@ mod tests {
             "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Keep"},
             "volumeClaimTemplates": [{"metadata": {"name": "v"}, "spec": {"accessModes": ["Bogus"],
                 "resources": {"requests": {"storage": "1Gi"}}}}],
-            "ordinals": {"start": -1}, "serviceName": "Bad.Name", "replicas": -1}),
+            "ordinals": {"start": -1}, "serviceName": "Bad.Name", "revisionHistoryLimit": -1, "replicas": -1}),
         );
         assert_eq!(
             message("statefulsets", bad, None).unwrap(),
-            "StatefulSet.apps \"w\" is invalid: [spec.podManagementPolicy: Invalid value: \"Bogus\": must be 'OrderedReady' or 'Parallel', spec.updateStrategy: Invalid value: apps.StatefulSetUpdateStrategy{Type:\"Bogus\", RollingUpdate:(*apps.RollingUpdateStatefulSetStrategy)(nil)}: must be 'RollingUpdate' or 'OnDelete', spec.persistentVolumeClaimRetentionPolicy.whenDeleted: Unsupported value: \"Keep\": supported values: \"Retain\", \"Delete\", spec.volumeClaimTemplates[0].spec.accessModes: Unsupported value: \"Bogus\": supported values: \"ReadOnlyMany\", \"ReadWriteMany\", \"ReadWriteOnce\", \"ReadWriteOncePod\", spec.ordinals.start: Invalid value: -1: must be greater than or equal to 0, spec.serviceName: Invalid value: \"Bad.Name\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?'), spec.replicas: Invalid value: -1: must be greater than or equal to 0]"
+            "StatefulSet.apps \"w\" is invalid: [spec.podManagementPolicy: Invalid value: \"Bogus\": must be 'OrderedReady' or 'Parallel', spec.updateStrategy: Invalid value: apps.StatefulSetUpdateStrategy{Type:\"Bogus\", RollingUpdate:(*apps.RollingUpdateStatefulSetStrategy)(nil)}: must be 'RollingUpdate' or 'OnDelete', spec.persistentVolumeClaimRetentionPolicy.whenDeleted: Unsupported value: \"Keep\": supported values: \"Retain\", \"Delete\", spec.volumeClaimTemplates[0].spec.accessModes: Unsupported value: \"Bogus\": supported values: \"ReadOnlyMany\", \"ReadWriteMany\", \"ReadWriteOnce\", \"ReadWriteOncePod\", spec.ordinals.start: Invalid value: -1: must be greater than or equal to 0, spec.revisionHistoryLimit: Invalid value: -1: must be greater than or equal to 0, spec.serviceName: Invalid value: \"Bad.Name\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?'), spec.replicas: Invalid value: -1: must be greater than or equal to 0]"
         );
         let on_delete = workload(
             json!({"updateStrategy": {"type": "OnDelete", "rollingUpdate": {"partition": 2}}}),
