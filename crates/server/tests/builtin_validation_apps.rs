@@ -68,6 +68,12 @@ async fn stateful_sets() {
             "persistentVolumeClaimRetentionPolicy": {"whenScaled": "Keep"}}),
     );
     refused(addr, path, &on_delete, "StatefulSet.apps \"on-delete\" is invalid: [spec.updateStrategy.rollingUpdate: Invalid value: apps.RollingUpdateStatefulSetStrategy{Partition:1, MaxUnavailable:(*intstr.IntOrString)(nil)}: only allowed for updateStrategy 'RollingUpdate', spec.persistentVolumeClaimRetentionPolicy.whenScaled: Unsupported value: \"Keep\": supported values: \"Retain\", \"Delete\"]").await;
+    let named = workload(
+        "StatefulSet",
+        "named",
+        json!({"serviceName": "Bad_Name", "revisionHistoryLimit": -1}),
+    );
+    refused(addr, path, &named, "StatefulSet.apps \"named\" is invalid: [spec.revisionHistoryLimit: Invalid value: -1: must be greater than or equal to 0, spec.serviceName: Invalid value: \"Bad_Name\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')]").await;
     let good = workload(
         "StatefulSet",
         "db",
@@ -119,7 +125,7 @@ async fn deployments_and_their_status() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn daemon_sets_replica_sets_and_jobs() {
+async fn daemon_sets_replica_sets_controllers_and_jobs() {
     let server = server().await;
     let addr = server.addr;
     let path = "/apis/apps/v1/namespaces/default/daemonsets";
@@ -147,6 +153,14 @@ async fn daemon_sets_replica_sets_and_jobs() {
     .await;
     patch_refused(addr, &format!("{path}/rs/status"), &json!({"status": {"replicas": 1, "availableReplicas": 1}}),
         "ReplicaSet.apps \"rs\" is invalid: status.availableReplicas: Invalid value: 1: cannot be greater than readyReplicas").await;
+    let path = "/api/v1/namespaces/default/replicationcontrollers";
+    let controller = json!({"apiVersion": "v1", "kind": "ReplicationController",
+        "metadata": {"name": "rc"}, "spec": {"replicas": 0, "selector": {"app": "rc"},
+            "template": {"metadata": {"labels": {"app": "rc"}},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}});
+    created(addr, path, &controller).await;
+    patch_refused(addr, &format!("{path}/rc/status"), &json!({"status": {"replicas": 1, "readyReplicas": 2}}),
+        "ReplicationController \"rc\" is invalid: status.readyReplicas: Invalid value: 2: cannot be greater than status.replicas").await;
     let path = "/apis/batch/v1/namespaces/default/jobs";
     let job = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
         "spec": {"suspend": true, "template": {"spec": {"restartPolicy": "Never",
