@@ -3,8 +3,10 @@
 //! VolumeAttachment, CSIStorageCapacity, ControllerRevision, ValidatingAdmissionPolicy,
 //! ValidatingAdmissionPolicyBinding, FlowSchema and PriorityLevelConfiguration; and the
 //! validation of other built-in kinds by area, each module saying what it checks and what not:
-//! `workloads`, `webhooks`, `autoscaling`, `policy`, `batch`, `storage`, `limit_range`,
-//! `nodes` (and Endpoints), `discovery`, `networking`, `coordination`, `rbac`.
+//! `workloads`, `apps` (the workloads' strategies), `webhooks`, `autoscaling`, `policy`,
+//! `batch`, `storage`, `limit_range`, `nodes` (and Endpoints), `discovery`, `networking`,
+//! `coordination`, `rbac`; and `status`, the rules of `status` subresource writes
+//! ([`validate_status`]).
 //!
 //! ## Guarantees
 //! - Defaults ([`apply_defaults`]) are those of kube's `pkg/apis/{storage,admissionregistration,
@@ -238,7 +240,9 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>) -> Resul
         return Ok(());
     }
     let mut causes = Vec::new();
+    apps::before_shared(def, object, old, &mut causes);
     workloads::validate(def, object, old, &mut causes);
+    apps::after_shared(def, object, &mut causes);
     match (def.group.as_str(), def.kind.as_str()) {
         ("autoscaling", "HorizontalPodAutoscaler") => {
             autoscaling::validate(def, object, old, &mut causes);
@@ -248,7 +252,12 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>) -> Resul
         ("", "PersistentVolumeClaim") => storage::claim(object, &mut causes),
         ("storage.k8s.io", "StorageClass") => storage::storage_class(object, old, &mut causes),
         ("", "LimitRange") => limit_range::validate(object, &mut causes),
-        ("", "Node") => nodes::node(object, &mut causes),
+        ("", "Node") => {
+            nodes::node(object, &mut causes);
+            if let Some(old) = old {
+                nodes::node_update(object, old, &mut causes);
+            }
+        }
         ("", "Endpoints") => nodes::endpoints(object, &mut causes),
         ("discovery.k8s.io", "EndpointSlice") => {
             discovery::endpoint_slice(object, old, &mut causes);
@@ -300,6 +309,31 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>) -> Resul
         }
         _ => {}
     }
+    if causes.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::invalid(
+        def,
+        text(object, "metadata.name"),
+        causes,
+    ))
+}
+
+/// Validates a write of the `status` subresource turning `old` into `object` as kube's status
+/// strategies do ([`status`]): the workloads' and Nodes' by their status rules alone, a Pod's
+/// by [`validate`] then its status rules, other kinds' by [`validate`].
+///
+/// # Errors
+/// 422 Invalid, one cause per failure, in kube's wording.
+pub fn validate_status(def: &ResourceDef, object: &Value, old: &Value) -> Result<(), ApiError> {
+    if !def.is_builtin() {
+        return Ok(());
+    }
+    if !status::status_only(def) {
+        validate(def, object, Some(old))?;
+    }
+    let mut causes = Vec::new();
+    status::validate(def, object, old, &mut causes);
     if causes.is_empty() {
         return Ok(());
     }
@@ -1858,6 +1892,7 @@ pub(crate) fn refusal(
 }
 
 mod access;
+mod apps;
 mod autoscaling;
 mod batch;
 mod common;
@@ -1869,6 +1904,7 @@ mod nodes;
 mod pod_spec;
 mod policy;
 mod rbac;
+mod status;
 mod storage;
 
 /// kube's `ValidateTolerations` of `tolerations` at the path `at` (`spec.tolerations`): its

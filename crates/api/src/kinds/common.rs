@@ -56,3 +56,81 @@ pub(super) fn fill(map: &mut Map<String, Value>, key: &str, value: Value) {
         map.insert(key.to_owned(), value);
     }
 }
+
+/// kube's `IsValidCIDR` (and `IsValidCIDRForLegacyField`) message.
+pub(super) const CIDR_MESSAGE: &str =
+    "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)";
+
+/// apimachinery's `IsValidPercent` message.
+const PERCENT_MESSAGE: &str = "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')";
+
+/// An `intstr.IntOrString` as Go's `%#v` prints it.
+pub(super) fn go_int_or_string(value: &Value) -> String {
+    match value {
+        Value::String(s) => format!(
+            "intstr.IntOrString{{Type:1, IntVal:0, StrVal:{}}}",
+            crate::field::go_quote(s)
+        ),
+        other => format!(
+            "intstr.IntOrString{{Type:0, IntVal:{}, StrVal:\"\"}}",
+            other.as_i64().unwrap_or(0)
+        ),
+    }
+}
+
+/// The digits of a percentage `[0-9]+%`, if `text` is one.
+fn percent(text: &str) -> Option<&str> {
+    text.strip_suffix('%')
+        .filter(|digits| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// kube's apps `ValidatePositiveIntOrPercent`: a percentage (`[0-9]+%`) or a non-negative
+/// integer.
+pub(super) fn positive_int_or_percent(value: &Value, at: &str, causes: &mut Vec<Cause>) {
+    match value {
+        Value::String(text) if percent(text).is_none() => {
+            causes.push(invalid_printed(
+                at,
+                &go_int_or_string(value),
+                PERCENT_MESSAGE,
+            ));
+        }
+        Value::String(_) => {}
+        other => {
+            if let Some(n) = other.as_i64().filter(|n| *n < 0) {
+                causes.push(invalid_printed(
+                    at,
+                    &n.to_string(),
+                    "must be greater than or equal to 0",
+                ));
+            }
+        }
+    }
+}
+
+/// kube's apps `IsNotMoreThan100Percent`: a percentage is at most 100%.
+pub(super) fn not_more_than_100_percent(value: &Value, at: &str, causes: &mut Vec<Cause>) {
+    if let Some(digits) = value.as_str().and_then(percent)
+        // Go's `Atoi` of a number past 64 bits fails and gives 0.
+        && digits.parse::<i64>().is_ok_and(|n| n > 100)
+    {
+        causes.push(invalid_printed(
+            at,
+            &go_int_or_string(value),
+            "must not be greater than 100%",
+        ));
+    }
+}
+
+/// kube's apps `getIntOrPercentValue`: a percentage's number, another string's `Atoi` (0
+/// when it is none), an integer itself.
+pub(super) fn int_or_percent_value(value: &Value) -> i64 {
+    match value {
+        Value::String(text) => match percent(text) {
+            // `Atoi` past 64 bits gives the clamped value, never 0.
+            Some(digits) => digits.parse::<i64>().unwrap_or(i64::MAX),
+            None => text.parse::<i64>().unwrap_or(0),
+        },
+        other => other.as_i64().unwrap_or(0),
+    }
+}

@@ -30,6 +30,7 @@
 use serde_json::Value;
 
 use super::access::{get, list, text};
+use super::common::CIDR_MESSAGE;
 use super::pod_spec;
 use crate::field::{Cause, forbidden, go_quote, invalid, not_supported, required, too_long};
 use crate::names::{validate_dns1035_label, validate_dns1123_subdomain};
@@ -520,9 +521,6 @@ fn policy_port(port: &Value, at: &str, causes: &mut Vec<Cause>) {
         }
     }
 }
-
-/// kube's `IsValidCIDRForLegacyField` message.
-const CIDR_MESSAGE: &str = "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)";
 
 /// A CIDR's network address (its host bits cleared) and prefix length, as 128-bit numbers of
 /// its family (`None` for a form the standard parser refuses but Go's sloppy one reads).

@@ -11,8 +11,16 @@
 //!   (`ValidateEndpointIP`), a DNS-label hostname and a DNS-subdomain node name; each port a
 //!   DNS-label name (required when there are several), a number between 1 and 65535, a
 //!   protocol `TCP`, `UDP` or `SCTP` and a qualified-name `appProtocol`.
-//! - Not checked (kube checks them): a Node's pod CIDRs, resources, config source and
-//!   annotations; the Endpoints' annotations.
+//! - A Node's pod CIDRs (`podCIDRs`, else `podCIDR`) are CIDRs, at most one of each family,
+//!   without repeats, and never change once set; so its `providerID`; its `externalID` never
+//!   changes; each quantity of its `status.capacity` and `status.allocatable` is not negative
+//!   (an integer for the integer resources), at `status.capacity.<name>`; its
+//!   `status.addresses` have no repeats. An update is checked as kube's `nodeStrategy` checks
+//!   it, `ValidateNode` then `ValidateNodeUpdate` (so a bad taint or quantity is two causes, as
+//!   kube's, one line of the message); a `/status` write by `ValidateNodeUpdate` alone
+//!   ([`super::status`]).
+//! - Not checked (kube checks them): a Node's config source and annotations; the Endpoints'
+//!   annotations.
 //!
 //! Differs from kube: a loopback address (127.0.0.0/8, `::1`) is accepted in Endpoints and
 //! EndpointSlices, where kube refuses it (`may not be in the loopback range`): this server
@@ -25,13 +33,133 @@
 use serde_json::Value;
 
 use super::access::{list, text};
+use super::common::CIDR_MESSAGE;
 use super::pod_spec;
-use crate::field::{Cause, go_quote, invalid, not_supported, required};
+use crate::field::{Cause, forbidden, go_quote, invalid, not_supported, required};
 use crate::names::{validate_dns1123_subdomain, validate_label_value, validate_qualified_name};
 
-/// `validateNodeTaints` of the Node `object`.
+/// kube's `ValidateNode` of the Node `object` (its taints, resources and pod CIDRs).
 pub(super) fn node(object: &Value, causes: &mut Vec<Cause>) {
     let spec = object.get("spec").unwrap_or(&Value::Null);
+    taints(spec, causes);
+    resources(object, causes);
+    let cidrs = pod_cidrs(spec);
+    let mut valid = true;
+    for (i, cidr) in cidrs.iter().enumerate() {
+        if !crate::strfmt::is_cidr_sloppy(cidr) {
+            valid = false;
+            causes.push(invalid(
+                &format!("spec.podCIDRs[{i}]"),
+                &go_quote(cidr),
+                CIDR_MESSAGE,
+            ));
+        }
+    }
+    if cidrs.len() > 1 {
+        let v6 = cidrs.iter().filter(|c| c.contains(':')).count();
+        if valid && (cidrs.len() > 2 || v6 != 1) {
+            let quoted: Vec<String> = cidrs.iter().map(|c| go_quote(c)).collect();
+            causes.push(invalid(
+                "spec.podCIDRs",
+                &format!("[]string{{{}}}", quoted.join(", ")),
+                "may specify no more than one CIDR for each IP family",
+            ));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for (i, cidr) in cidrs.iter().enumerate() {
+            if !seen.insert(*cidr) {
+                causes.push(crate::field::duplicate(
+                    &format!("spec.podCIDRs[{i}]"),
+                    &go_quote(cidr),
+                ));
+            }
+        }
+    }
+}
+
+/// kube's `ValidateNodeUpdate` of the Node `object` replacing `old`: its resources again,
+/// unique addresses, pod CIDRs and provider ID fixed once set, the external ID never changed,
+/// its taints again.
+pub(super) fn node_update(object: &Value, old: &Value, causes: &mut Vec<Cause>) {
+    let spec = object.get("spec").unwrap_or(&Value::Null);
+    let old_spec = old.get("spec").unwrap_or(&Value::Null);
+    resources(object, causes);
+    let status = object.get("status").unwrap_or(&Value::Null);
+    let mut seen = std::collections::HashSet::new();
+    for (i, address) in list(status, "addresses").iter().enumerate() {
+        let (kind, at) = (text(address, "type"), text(address, "address"));
+        if !seen.insert((kind, at)) {
+            causes.push(crate::field::duplicate(
+                &format!("status.addresses[{i}]"),
+                &format!(
+                    "core.NodeAddress{{Type:{}, Address:{}}}",
+                    go_quote(kind),
+                    go_quote(at)
+                ),
+            ));
+        }
+    }
+    let (cidrs, old_cidrs) = (pod_cidrs(spec), pod_cidrs(old_spec));
+    let fixed = "node updates may not change podCIDR except from \"\" to valid";
+    if !old_cidrs.is_empty() {
+        if old_cidrs.len() == cidrs.len() {
+            for (before, now) in old_cidrs.iter().zip(&cidrs) {
+                if before != now {
+                    causes.push(forbidden("spec.podCIDRs", fixed));
+                }
+            }
+        } else {
+            causes.push(forbidden("spec.podCIDRs", fixed));
+        }
+    }
+    let provider = text(old_spec, "providerID");
+    if !provider.is_empty() && provider != text(spec, "providerID") {
+        causes.push(forbidden(
+            "spec.providerID",
+            "node updates may not change providerID except from \"\" to valid",
+        ));
+    }
+    taints(spec, causes);
+    if text(spec, "externalID") != text(old_spec, "externalID") {
+        causes.push(forbidden("spec.externalID", "may not be updated"));
+    }
+}
+
+/// The pod CIDRs of a Node's v1 spec as kube's conversion reads them: `podCIDRs`, or
+/// `podCIDR` alone when `podCIDRs` is empty.
+fn pod_cidrs(spec: &Value) -> Vec<&str> {
+    let cidrs: Vec<&str> = list(spec, "podCIDRs")
+        .iter()
+        .map(|c| c.as_str().unwrap_or(""))
+        .collect();
+    let single = text(spec, "podCIDR");
+    if cidrs.is_empty() && !single.is_empty() {
+        return vec![single];
+    }
+    cidrs
+}
+
+/// `ValidateNodeResources`: each quantity of `status.capacity` and `status.allocatable`
+/// (`ValidateResourceQuantityValue`, at `status.capacity.<name>`).
+fn resources(object: &Value, causes: &mut Vec<Cause>) {
+    for key in ["capacity", "allocatable"] {
+        let Some(map) = object
+            .get("status")
+            .and_then(|s| s.get(key))
+            .and_then(Value::as_object)
+        else {
+            continue;
+        };
+        for (name, value) in map {
+            if let Some(amount) = pod_spec::quantity(value) {
+                pod_spec::resource_quantity(name, amount, &format!("status.{key}.{name}"), causes);
+            }
+        }
+    }
+}
+
+/// `validateNodeTaints` of a Node's spec.
+fn taints(spec: &Value, causes: &mut Vec<Cause>) {
     // A set: a body may hold tens of thousands of taints.
     let mut seen = std::collections::HashSet::new();
     for (i, taint) in list(spec, "taints").iter().enumerate() {
@@ -234,6 +362,65 @@ mod tests {
             )
             .unwrap(),
             "Node \"n\" is invalid: [metadata.taints[0].effect: Unsupported value: \"Bad\": supported values: \"NoSchedule\", \"PreferNoSchedule\", \"NoExecute\", metadata.taints[2]: Duplicate value: core.Taint{Key:\"a\", Value:\"\", Effect:\"NoExecute\", TimeAdded:(*v1.Time)(nil)}: taints must be unique by key and effect pair, metadata.taints[3].effect: Required value]"
+        );
+    }
+
+    #[test]
+    fn node_pod_cidrs_resources_and_updates() {
+        let node = |spec: Value, status: Value| json!({"metadata": {"name": "n"}, "spec": spec, "status": status});
+        // The defaults copy the capacity into a missing `allocatable`, as kube's.
+        assert_eq!(
+            message(
+                "nodes",
+                node(
+                    json!({"podCIDR": "bogus"}),
+                    json!({"capacity": {"cpu": "-1", "pods": "1500m"}})
+                )
+            )
+            .unwrap(),
+            "Node \"n\" is invalid: [status.capacity.cpu: Invalid value: \"-1\": must be greater than or equal to 0, status.capacity.pods: Invalid value: \"1500m\": must be an integer, status.allocatable.cpu: Invalid value: \"-1\": must be greater than or equal to 0, status.allocatable.pods: Invalid value: \"1500m\": must be an integer, spec.podCIDRs[0]: Invalid value: \"bogus\": must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)]"
+        );
+        assert_eq!(
+            message(
+                "nodes",
+                node(
+                    json!({"podCIDRs": ["10.0.0.0/24", "10.1.0.0/24", "10.0.0.0/24"]}),
+                    json!({})
+                )
+            )
+            .unwrap(),
+            "Node \"n\" is invalid: [spec.podCIDRs: Invalid value: []string{\"10.0.0.0/24\", \"10.1.0.0/24\", \"10.0.0.0/24\"}: may specify no more than one CIDR for each IP family, spec.podCIDRs[2]: Duplicate value: \"10.0.0.0/24\"]"
+        );
+        let old = node(
+            json!({"podCIDR": "10.0.0.0/24", "providerID": "aws://a"}),
+            json!({"capacity": {"cpu": "4"}}),
+        );
+        assert_eq!(message("nodes", old.clone()), None);
+        let changed = node(
+            json!({"podCIDR": "10.0.1.0/24", "providerID": "aws://b"}),
+            json!({"capacity": {"cpu": "-1"}, "addresses": [{"type": "InternalIP", "address": "10.0.0.1"},
+                {"type": "InternalIP", "address": "10.0.0.1"}]}),
+        );
+        let def = crate::resources::builtin_resources()
+            .into_iter()
+            .find(|d| d.group.is_empty() && d.plural == "nodes")
+            .unwrap();
+        // The main endpoint: `ValidateNode` then `ValidateNodeUpdate`, the quantity twice
+        // among the causes (once in the message, which says each error once).
+        let error = crate::kinds::validate(&def, &changed, Some(&old)).unwrap_err();
+        assert_eq!(error.cause_lines().len(), 5);
+        assert_eq!(
+            error.message,
+            "Node \"n\" is invalid: [status.capacity.cpu: Invalid value: \"-1\": must be greater than or equal to 0, status.addresses[1]: Duplicate value: core.NodeAddress{Type:\"InternalIP\", Address:\"10.0.0.1\"}, spec.podCIDRs: Forbidden: node updates may not change podCIDR except from \"\" to valid, spec.providerID: Forbidden: node updates may not change providerID except from \"\" to valid]"
+        );
+        // `/status`: `ValidateNodeUpdate` alone.
+        let mut status_write = old.clone();
+        status_write["status"] = json!({"capacity": {"cpu": "-1"}});
+        assert_eq!(
+            crate::kinds::validate_status(&def, &status_write, &old)
+                .unwrap_err()
+                .message,
+            "Node \"n\" is invalid: status.capacity.cpu: Invalid value: \"-1\": must be greater than or equal to 0"
         );
     }
 

@@ -1881,7 +1881,7 @@ pub(super) fn resource_name(name: &str, at: &str, causes: &mut Vec<Cause>) {
 }
 
 /// `ValidateResourceQuantityValue` and the hugepages' page-size multiple.
-fn resource_quantity(name: &str, amount: Quantity, at: &str, causes: &mut Vec<Cause>) {
+pub(super) fn resource_quantity(name: &str, amount: Quantity, at: &str, causes: &mut Vec<Cause>) {
     if amount < Quantity::zero() {
         causes.push(invalid(at, &go_quote(&amount.to_string()), NEGATIVE));
     }

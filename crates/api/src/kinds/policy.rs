@@ -17,11 +17,9 @@
 
 use serde_json::Value;
 
+use super::common::{not_more_than_100_percent, positive_int_or_percent};
 use super::pod_spec;
 use crate::field::{Cause, go_quote, invalid, not_supported};
-
-/// apimachinery's `IsValidPercent` message.
-const PERCENT_MESSAGE: &str = "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')";
 
 /// The causes of the PodDisruptionBudget `object`.
 pub(super) fn validate(object: &Value, causes: &mut Vec<Cause>) {
@@ -36,7 +34,9 @@ pub(super) fn validate(object: &Value, causes: &mut Vec<Cause>) {
     }
     for key in ["minAvailable", "maxUnavailable"] {
         if let Some(value) = field(key) {
-            int_or_percent(value, &format!("spec.{key}"), causes);
+            let at = format!("spec.{key}");
+            positive_int_or_percent(value, &at, causes);
+            not_more_than_100_percent(value, &at, causes);
         }
     }
     pod_spec::label_selector(field("selector"), "spec.selector", causes);
@@ -48,51 +48,6 @@ pub(super) fn validate(object: &Value, causes: &mut Vec<Cause>) {
             &go_quote(policy),
             &["AlwaysAllow", "IfHealthyBudget"],
         ));
-    }
-}
-
-/// An `intstr.IntOrString` as Go's `%#v` prints it.
-fn go_int_or_string(value: &Value) -> String {
-    match value {
-        Value::String(s) => format!(
-            "intstr.IntOrString{{Type:1, IntVal:0, StrVal:{}}}",
-            go_quote(s)
-        ),
-        other => format!(
-            "intstr.IntOrString{{Type:0, IntVal:{}, StrVal:\"\"}}",
-            other.as_i64().unwrap_or(0)
-        ),
-    }
-}
-
-/// The digits of a percentage `[0-9]+%`, if `text` is one.
-fn percent(text: &str) -> Option<&str> {
-    text.strip_suffix('%')
-        .filter(|digits| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
-}
-
-/// kube's `ValidatePositiveIntOrPercent` then `IsNotMoreThan100Percent`.
-pub(super) fn int_or_percent(value: &Value, at: &str, causes: &mut Vec<Cause>) {
-    match value {
-        Value::String(text) => match percent(text) {
-            None => causes.push(invalid(at, &go_int_or_string(value), PERCENT_MESSAGE)),
-            // Go's `Atoi` of a number past 64 bits fails and gives 0.
-            Some(digits) if digits.parse::<i64>().is_ok_and(|n| n > 100) => causes.push(invalid(
-                at,
-                &go_int_or_string(value),
-                "must not be greater than 100%",
-            )),
-            Some(_) => {}
-        },
-        other => {
-            if let Some(n) = other.as_i64().filter(|n| *n < 0) {
-                causes.push(invalid(
-                    at,
-                    &n.to_string(),
-                    "must be greater than or equal to 0",
-                ));
-            }
-        }
     }
 }
 

@@ -602,7 +602,13 @@ fn scheduling_gates_may_only_be_removed() {
 }
 
 fn causes(group: &str, plural: &str, object: &Value, old: Option<&Value>) -> Vec<String> {
-    match validate(&def(group, plural), object, old) {
+    // The apps kinds as the server validates them: after their defaults (their strategies'
+    // zero values are refused).
+    let mut object = object.clone();
+    if group == "apps" {
+        crate::defaults::apply_defaults(&def(group, plural), &mut object);
+    }
+    match validate(&def(group, plural), &object, old) {
         Ok(()) => Vec::new(),
         Err(err) => err.cause_lines(),
     }
@@ -933,5 +939,77 @@ fn replication_controllers_select_their_templates() {
     assert_eq!(
         message("", "replicationcontrollers", &deadline, None),
         "ReplicationController \"rc\" is invalid: [spec.replicas: Invalid value: -1: must be greater than or equal to 0, spec.template.spec.activeDeadlineSeconds: Invalid value: 5: activeDeadlineSeconds in ReplicationController is not Supported]"
+    );
+}
+
+#[test]
+fn a_docker_config_secret_holds_a_json_object() {
+    use base64::Engine;
+    let secret = |kind: &str, key: &str, contents: &str| {
+        let encoded = base64::engine::general_purpose::STANDARD.encode(contents);
+        json!({"metadata": {"name": "s"}, "type": kind, "data": {key: encoded}})
+    };
+    let json_type = "kubernetes.io/dockerconfigjson";
+    assert!(
+        causes(
+            "",
+            "secrets",
+            &secret(json_type, ".dockerconfigjson", r#"{"auths": {}}"#),
+            None
+        )
+        .is_empty()
+    );
+    assert!(
+        causes(
+            "",
+            "secrets",
+            &secret(json_type, ".dockerconfigjson", "null"),
+            None
+        )
+        .is_empty()
+    );
+    for (contents, error) in [
+        (
+            "not json",
+            "invalid character 'o' in literal null (expecting 'u')",
+        ),
+        (
+            "bogus",
+            "invalid character 'b' looking for beginning of value",
+        ),
+        ("", "unexpected end of JSON input"),
+        ("{\"a\": 1", "unexpected end of JSON input"),
+        (
+            "[1]",
+            "json: cannot unmarshal array into Go value of type map[string]interface {}",
+        ),
+        (
+            "\"x\"",
+            "json: cannot unmarshal string into Go value of type map[string]interface {}",
+        ),
+    ] {
+        assert_eq!(
+            causes(
+                "",
+                "secrets",
+                &secret(json_type, ".dockerconfigjson", contents),
+                None
+            ),
+            [format!(
+                "data[.dockerconfigjson]: Invalid value: \"<secret contents redacted>\": {error}"
+            )],
+            "{contents}"
+        );
+    }
+    assert_eq!(
+        causes(
+            "",
+            "secrets",
+            &secret("kubernetes.io/dockercfg", ".dockercfg", "{"),
+            None
+        ),
+        [
+            "data[.dockercfg]: Invalid value: \"<secret contents redacted>\": unexpected end of JSON input"
+        ]
     );
 }

@@ -13,7 +13,9 @@
 //!     valid config key must consist of ...`); a ConfigMap key is in `data` or `binaryData`, not
 //!     both; a Secret of a known `type` has the keys its type needs (`kubernetes.io/tls`:
 //!     `tls.crt`, `tls.key`; `kubernetes.io/basic-auth`, `kubernetes.io/ssh-auth`, the docker
-//!     configs, `kubernetes.io/service-account-token`'s annotation); once `immutable` is true,
+//!     configs, `kubernetes.io/service-account-token`'s annotation); a docker config's
+//!     contents are a JSON object (`data[.dockerconfigjson]: Invalid value: "<secret contents
+//!     redacted>": <Go's json error>`); once `immutable` is true,
 //!     `immutable`, `data` and `binaryData` do not change (`data: Forbidden: field is immutable
 //!     when `immutable` is set`), and a Secret's `type` never changes.
 //!   - Service ports: present unless headless or `ExternalName`, named and unique when several,
@@ -44,9 +46,11 @@
 //!   - Workloads' selectors are label selectors (`ValidateLabelSelector`: operators, values,
 //!     keys and values' syntax); a malformed one is also `spec.selector: Invalid value: ...:
 //!     invalid label selector`, and is not matched against the template's labels.
-//! - Not checked (kube checks them): what [`super::pod_spec`] lists, update strategies, a
-//!   Job's selector (kube generates it), a template's metadata and the workloads' other spec
-//!   fields (`revisionHistoryLimit`, `progressDeadlineSeconds`, a CronJob's schedule).
+//! - The apps workloads' other spec fields (strategies, `revisionHistoryLimit`,
+//!   `progressDeadlineSeconds`, a StatefulSet's policies) are [`super::apps`]'s, and their
+//!   `/status` writes [`super::status`]'s.
+//! - Not checked (kube checks them): what [`super::pod_spec`] lists, a Job's selector (kube
+//!   generates it) and a template's metadata.
 
 use std::collections::BTreeMap;
 
@@ -674,8 +678,17 @@ fn secret(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
             } else {
                 ".dockercfg"
             };
-            if !has(key) {
-                causes.push(required(&format!("data[{key}]"), ""));
+            match data.and_then(|d| d.get(key)) {
+                None => causes.push(required(&format!("data[{key}]"), "")),
+                Some(contents) => {
+                    if let Some(error) = docker_config_error(contents) {
+                        causes.push(invalid(
+                            &format!("data[{key}]"),
+                            "\"<secret contents redacted>\"",
+                            &error,
+                        ));
+                    }
+                }
             }
         }
         "kubernetes.io/basic-auth" if !has("username") && !has("password") => {
@@ -710,6 +723,26 @@ fn secret(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
         }
     }
     immutable_contents(object, old, &["data"], causes);
+}
+
+/// Why a docker config Secret's contents (base64, as stored) are no JSON object, in the words of
+/// Go's `json.Unmarshal` into a `map[string]interface{}`: its syntax error, or the type
+/// error of a value that is no object (`null` is an empty map).
+fn docker_config_error(contents: &Value) -> Option<String> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(contents.as_str().unwrap_or(""))
+        // Stored data was base64 when decoded; nothing else is checked here.
+        .ok()?;
+    if let Some(error) = crate::go_json::syntax_error(&bytes) {
+        return Some(error);
+    }
+    match serde_json::from_slice::<Value>(&bytes) {
+        Ok(Value::Object(_) | Value::Null) | Err(_) => None,
+        Ok(other) => Some(format!(
+            "json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
+            crate::go_json::go_kind(&other)
+        )),
+    }
 }
 
 /// A ConfigMap's or Secret's contents once the stored object is `immutable`.

@@ -1345,6 +1345,27 @@ impl Writer<'_> {
             };
         }
         if resource.def.group.is_empty()
+            && resource.def.plural == "pods"
+            && self.subresource == "status"
+            && let Some(qos) = old.and_then(|old| old.pointer("/status/qosClass"))
+            && object
+                .pointer("/status/qosClass")
+                .is_none_or(|q| q.as_str().is_none_or(str::is_empty))
+            && let Some(map) = object.as_object_mut()
+        {
+            // kube-apiserver's `podStatusStrategy.PrepareForUpdate`: a status without its QoS
+            // class (old kubelets dropped it) keeps the stored one, which never changes.
+            let status = map
+                .entry("status")
+                .or_insert_with(|| Value::Object(serde_json::Map::new()));
+            if !status.is_object() {
+                *status = Value::Object(serde_json::Map::new());
+            }
+            if let Value::Object(status) = status {
+                status.insert("qosClass".to_owned(), qos.clone());
+            }
+        }
+        if resource.def.group.is_empty()
             && resource.def.plural == "namespaces"
             && self.subresource != "finalize"
             && let (Some(old), Some(map)) = (old, object.as_object_mut())
@@ -1465,7 +1486,13 @@ impl Writer<'_> {
                 &object,
             )?;
         }
-        watchkeeper_api::kinds::validate(&resource.def, &object, old)?;
+        match old {
+            // kube's status strategies validate the status (and what a status write may change).
+            Some(old) if self.subresource == "status" => {
+                watchkeeper_api::kinds::validate_status(&resource.def, &object, old)?;
+            }
+            _ => watchkeeper_api::kinds::validate(&resource.def, &object, old)?,
+        }
         if let Some(old) = old
             && resource.def.group.is_empty()
             && resource.def.plural == "pods"

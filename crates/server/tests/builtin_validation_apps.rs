@@ -1,0 +1,271 @@
+//! kube-apiserver's validation of the workloads' strategies and of `status` subresource
+//! writes, over real HTTP: each invalid object or status is answered 422 Invalid with kube's
+//! message (its causes, in kube's order), and a valid one of the same kind is written.
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+
+/// Posts `object` to `path`: 422 with `message`.
+async fn refused(addr: std::net::SocketAddr, path: &str, object: &Value, message: &str) {
+    let (status, body) = send_json(addr, "POST", path, object).await;
+    assert_eq!(status, 422, "{path}: {body}");
+    assert_eq!(body["reason"], "Invalid", "{body}");
+    assert_eq!(body["message"], message, "{path}");
+}
+
+/// Posts `object` to `path`: created.
+async fn created(addr: std::net::SocketAddr, path: &str, object: &Value) {
+    let (status, body) = send_json(addr, "POST", path, object).await;
+    assert_eq!(status, 201, "{path}: {body}");
+}
+
+/// Merge-patches `path` with `patch`: 422 with `message`.
+async fn patch_refused(addr: std::net::SocketAddr, path: &str, patch: &Value, message: &str) {
+    let (status, body) = request(
+        addr,
+        "PATCH",
+        path,
+        "application/merge-patch+json",
+        &patch.to_string(),
+    )
+    .await;
+    assert_eq!(status, 422, "{path}: {body}");
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(body["reason"], "Invalid", "{body}");
+    assert_eq!(body["message"], message, "{path}");
+}
+
+fn workload(kind: &str, name: &str, spec: Value) -> Value {
+    let mut object = json!({"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name},
+        "spec": {"selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}});
+    for (key, value) in spec.as_object().unwrap() {
+        object["spec"][key] = value.clone();
+    }
+    object
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stateful_sets() {
+    let server = server().await;
+    let addr = server.addr;
+    let path = "/apis/apps/v1/namespaces/default/statefulsets";
+    let bogus = workload(
+        "StatefulSet",
+        "bogus",
+        json!({"podManagementPolicy": "Bogus", "updateStrategy": {"type": "Bogus"},
+            "volumeClaimTemplates": [{"metadata": {"name": "v"}, "spec": {"accessModes": ["Bogus"],
+                "resources": {"requests": {"storage": "1Gi"}}}}]}),
+    );
+    refused(addr, path, &bogus, "StatefulSet.apps \"bogus\" is invalid: [spec.podManagementPolicy: Invalid value: \"Bogus\": must be 'OrderedReady' or 'Parallel', spec.updateStrategy: Invalid value: apps.StatefulSetUpdateStrategy{Type:\"Bogus\", RollingUpdate:(*apps.RollingUpdateStatefulSetStrategy)(nil)}: must be 'RollingUpdate' or 'OnDelete', spec.volumeClaimTemplates[0].spec.accessModes: Unsupported value: \"Bogus\": supported values: \"ReadOnlyMany\", \"ReadWriteMany\", \"ReadWriteOnce\", \"ReadWriteOncePod\"]").await;
+    let on_delete = workload(
+        "StatefulSet",
+        "on-delete",
+        json!({"updateStrategy": {"type": "OnDelete", "rollingUpdate": {"partition": 1}},
+            "persistentVolumeClaimRetentionPolicy": {"whenScaled": "Keep"}}),
+    );
+    refused(addr, path, &on_delete, "StatefulSet.apps \"on-delete\" is invalid: [spec.updateStrategy.rollingUpdate: Invalid value: apps.RollingUpdateStatefulSetStrategy{Partition:1, MaxUnavailable:(*intstr.IntOrString)(nil)}: only allowed for updateStrategy 'RollingUpdate', spec.persistentVolumeClaimRetentionPolicy.whenScaled: Unsupported value: \"Keep\": supported values: \"Retain\", \"Delete\"]").await;
+    let named = workload(
+        "StatefulSet",
+        "named",
+        json!({"serviceName": "Bad_Name", "revisionHistoryLimit": -1}),
+    );
+    refused(addr, path, &named, "StatefulSet.apps \"named\" is invalid: [spec.revisionHistoryLimit: Invalid value: -1: must be greater than or equal to 0, spec.serviceName: Invalid value: \"Bad_Name\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')]").await;
+    let good = workload(
+        "StatefulSet",
+        "db",
+        json!({"serviceName": "db", "volumeClaimTemplates": [{"metadata": {"name": "v"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]}),
+    );
+    created(addr, path, &good).await;
+    let status = format!("{path}/db/status");
+    patch_refused(addr, &status, &json!({"status": {"replicas": 1, "currentReplicas": 2, "observedGeneration": -1}}),
+        "StatefulSet.apps \"db\" is invalid: [status.observedGeneration: Invalid value: -1: must be greater than or equal to 0, status.currentReplicas: Invalid value: 2: cannot be greater than status.replicas]").await;
+    merge_patch(
+        addr,
+        &status,
+        r#"{"status": {"replicas": 1, "currentReplicas": 1}}"#,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deployments_and_their_status() {
+    let server = server().await;
+    let addr = server.addr;
+    let path = "/apis/apps/v1/namespaces/default/deployments";
+    let bogus = workload(
+        "Deployment",
+        "bogus",
+        json!({"strategy": {"type": "Bogus"}}),
+    );
+    refused(addr, path, &bogus, "Deployment.apps \"bogus\" is invalid: spec.strategy: Unsupported value: apps.DeploymentStrategy{Type:\"Bogus\", RollingUpdate:(*apps.RollingUpdateDeployment)(nil)}: supported values: \"Recreate\", \"RollingUpdate\"").await;
+    let zero = workload(
+        "Deployment",
+        "zero",
+        json!({"strategy": {"rollingUpdate": {"maxUnavailable": 0, "maxSurge": 0}},
+            "minReadySeconds": 10, "progressDeadlineSeconds": 5}),
+    );
+    refused(addr, path, &zero, "Deployment.apps \"zero\" is invalid: [spec.strategy.rollingUpdate.maxUnavailable: Invalid value: intstr.IntOrString{Type:0, IntVal:0, StrVal:\"\"}: may not be 0 when `maxSurge` is 0, spec.progressDeadlineSeconds: Invalid value: 5: must be greater than minReadySeconds]").await;
+    created(addr, path, &workload("Deployment", "web", json!({}))).await;
+    // `kubectl patch deploy web --subresource=status --type=merge -p ...`.
+    let status = format!("{path}/web/status");
+    patch_refused(addr, &status, &json!({"status": {"replicas": -5, "readyReplicas": 10}}),
+        "Deployment.apps \"web\" is invalid: [status.replicas: Invalid value: -5: must be greater than or equal to 0, status.updatedReplicas: Invalid value: 0: cannot be greater than status.replicas, status.readyReplicas: Invalid value: 10: cannot be greater than status.replicas, status.availableReplicas: Invalid value: 0: cannot be greater than status.replicas]").await;
+    let answer = merge_patch(
+        addr,
+        &status,
+        r#"{"status": {"replicas": 2, "readyReplicas": 2, "availableReplicas": 1}}"#,
+    )
+    .await;
+    assert_eq!(answer["status"]["readyReplicas"], 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn daemon_sets_replica_sets_controllers_and_jobs() {
+    let server = server().await;
+    let addr = server.addr;
+    let path = "/apis/apps/v1/namespaces/default/daemonsets";
+    let bogus = workload(
+        "DaemonSet",
+        "bogus",
+        json!({"updateStrategy": {"type": "Bogus"}}),
+    );
+    refused(addr, path, &bogus, "DaemonSet.apps \"bogus\" is invalid: spec.updateStrategy: Unsupported value: apps.DaemonSetUpdateStrategy{Type:\"Bogus\", RollingUpdate:(*apps.RollingUpdateDaemonSet)(nil)}: supported values: \"RollingUpdate\", \"OnDelete\"").await;
+    let both = workload(
+        "DaemonSet",
+        "both",
+        json!({"updateStrategy": {"rollingUpdate": {"maxSurge": "10%"}}}),
+    );
+    refused(addr, path, &both, "DaemonSet.apps \"both\" is invalid: spec.updateStrategy.rollingUpdate.maxSurge: Invalid value: intstr.IntOrString{Type:1, IntVal:0, StrVal:\"10%\"}: may not be set when maxUnavailable is non-zero").await;
+    created(addr, path, &workload("DaemonSet", "agent", json!({}))).await;
+    patch_refused(addr, &format!("{path}/agent/status"), &json!({"status": {"numberReady": -1}}),
+        "DaemonSet.apps \"agent\" is invalid: status.numberReady: Invalid value: -1: must be greater than or equal to 0").await;
+    let path = "/apis/apps/v1/namespaces/default/replicasets";
+    created(
+        addr,
+        path,
+        &workload("ReplicaSet", "rs", json!({"replicas": 0})),
+    )
+    .await;
+    patch_refused(addr, &format!("{path}/rs/status"), &json!({"status": {"replicas": 1, "availableReplicas": 1}}),
+        "ReplicaSet.apps \"rs\" is invalid: status.availableReplicas: Invalid value: 1: cannot be greater than readyReplicas").await;
+    let path = "/api/v1/namespaces/default/replicationcontrollers";
+    let controller = json!({"apiVersion": "v1", "kind": "ReplicationController",
+        "metadata": {"name": "rc"}, "spec": {"replicas": 0, "selector": {"app": "rc"},
+            "template": {"metadata": {"labels": {"app": "rc"}},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}});
+    created(addr, path, &controller).await;
+    patch_refused(addr, &format!("{path}/rc/status"), &json!({"status": {"replicas": 1, "readyReplicas": 2}}),
+        "ReplicationController \"rc\" is invalid: status.readyReplicas: Invalid value: 2: cannot be greater than status.replicas").await;
+    let path = "/apis/batch/v1/namespaces/default/jobs";
+    let job = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+        "spec": {"suspend": true, "template": {"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "c", "image": "busybox"}]}}}});
+    created(addr, path, &job).await;
+    patch_refused(
+        addr,
+        &format!("{path}/j/status"),
+        &json!({"status": {"failed": -1}}),
+        "Job.batch \"j\" is invalid: status.failed: Invalid value: -1: must be greater than or equal to 0",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_status_writes() {
+    let server = server().await;
+    let addr = server.addr;
+    let path = "/api/v1/namespaces/default/pods";
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "nginx"}]}});
+    created(addr, path, &pod).await;
+    let status = format!("{path}/p/status");
+    patch_refused(addr, &status, &json!({"status": {"phase": "Bogus", "conditions": [{"type": "", "status": "Maybe"}]}}),
+        "Pod \"p\" is invalid: [metadata.conditions[0].Type: Invalid value: \"\": name part must be non-empty, metadata.conditions[0].Type: Invalid value: \"\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')]").await;
+    patch_refused(
+        addr,
+        &status,
+        &json!({"status": {"qosClass": "Guaranteed"}}),
+        "Pod \"p\" is invalid: status.qosClass: Invalid value: \"Guaranteed\": field is immutable",
+    )
+    .await;
+    // kube has no rule for the phase or a condition's status.
+    let answer = merge_patch(
+        addr,
+        &status,
+        r#"{"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "Maybe"}]}}"#,
+    )
+    .await;
+    assert_eq!(answer["status"]["phase"], "Running");
+    // A status without its QoS class keeps the stored one (kube's `PrepareForUpdate`).
+    let mut stored = answer;
+    stored["status"] = json!({"phase": "Running"});
+    let (code, body) = send_json(addr, "PUT", &status, &stored).await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["status"]["qosClass"], "BestEffort", "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_and_their_status() {
+    let server = server().await;
+    let addr = server.addr;
+    let path = "/api/v1/nodes";
+    let node = |name: &str, spec: Value| json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "spec": spec});
+    refused(addr, path, &node("bogus", json!({"podCIDR": "bogus"})), "Node \"bogus\" is invalid: spec.podCIDRs[0]: Invalid value: \"bogus\": must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)").await;
+    created(
+        addr,
+        path,
+        &node(
+            "n1",
+            json!({"podCIDR": "10.244.0.0/24", "providerID": "kind://n1"}),
+        ),
+    )
+    .await;
+    // The defaults copy the capacity into the missing `allocatable`, as kube's
+    // (`SetDefaults_NodeStatus`); `ValidateNodeUpdate` alone says each once.
+    patch_refused(
+        addr,
+        "/api/v1/nodes/n1/status",
+        &json!({"status": {"capacity": {"cpu": "-1"}}}),
+        "Node \"n1\" is invalid: [status.capacity.cpu: Invalid value: \"-1\": must be greater than or equal to 0, status.allocatable.cpu: Invalid value: \"-1\": must be greater than or equal to 0]",
+    )
+    .await;
+    merge_patch(
+        addr,
+        "/api/v1/nodes/n1/status",
+        r#"{"status": {"capacity": {"cpu": "4", "pods": "110"}}}"#,
+    )
+    .await;
+    patch_refused(addr, "/api/v1/nodes/n1", &json!({"spec": {"podCIDR": "10.244.1.0/24", "providerID": "kind://n2"}}),
+        "Node \"n1\" is invalid: [spec.podCIDRs: Forbidden: node updates may not change podCIDR except from \"\" to valid, spec.providerID: Forbidden: node updates may not change providerID except from \"\" to valid]").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_config_secrets() {
+    let server = server().await;
+    let addr = server.addr;
+    let path = "/api/v1/namespaces/default/secrets";
+    let secret = |name: &str, kind: &str, key: &str, contents: &str| {
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "type": kind,
+            "stringData": {key: contents}})
+    };
+    refused(addr, path, &secret("json", "kubernetes.io/dockerconfigjson", ".dockerconfigjson", "not json"),
+        "Secret \"json\" is invalid: data[.dockerconfigjson]: Invalid value: \"<secret contents redacted>\": invalid character 'o' in literal null (expecting 'u')").await;
+    refused(addr, path, &secret("cfg", "kubernetes.io/dockercfg", ".dockercfg", "[]"),
+        "Secret \"cfg\" is invalid: data[.dockercfg]: Invalid value: \"<secret contents redacted>\": json: cannot unmarshal array into Go value of type map[string]interface {}").await;
+    created(
+        addr,
+        path,
+        &secret(
+            "pull",
+            "kubernetes.io/dockerconfigjson",
+            ".dockerconfigjson",
+            r#"{"auths": {"example.com": {"auth": "dTpw"}}}"#,
+        ),
+    )
+    .await;
+}
