@@ -701,7 +701,7 @@ async fn any_semantic_and_metadata_requests() {
 /// kube-rs's aggregated discovery (`Discovery::run_aggregated`, one request to `/api` and one
 /// to `/apis` asking for `apidiscovery.k8s.io/v2`) finds the same groups, resources, scopes,
 /// verbs and subresources as its legacy discovery (`Discovery::run`, one request per group):
-/// 48 served kinds, events.k8s.io/v1 Events (core Events' storage), CustomResourceDefinitions,
+/// 50 served kinds, events.k8s.io/v1 Events (core Events' storage), CustomResourceDefinitions,
 /// the 6 review resources (TokenReview among them), the create-only core Binding and the
 /// read-only ComponentStatus (`get` and `list` only); service accounts have the `token` subresource. (autoscaling/v1 is not
 /// among kube-rs's recommended resources: the group prefers v2, which serves the same kind.)
@@ -742,7 +742,7 @@ async fn aggregated_discovery_matches_legacy_discovery() {
         .expect("legacy discovery");
     let aggregated = summary(&aggregated);
     assert_eq!(aggregated, summary(&legacy));
-    assert_eq!(aggregated.len(), 58, "{aggregated:#?}");
+    assert_eq!(aggregated.len(), 60, "{aggregated:#?}");
     assert!(
         aggregated.contains(r#"/v1 Binding bindings true ["create"] []"#),
         "{aggregated:#?}"
