@@ -4,7 +4,7 @@
 //! ValidatingAdmissionPolicyBinding, FlowSchema and PriorityLevelConfiguration; and the
 //! validation of other built-in kinds by area, each module saying what it checks and what not:
 //! `workloads`, `webhooks`, `autoscaling`, `policy`, `batch`, `storage`, `limit_range`,
-//! `nodes` (and Endpoints), `discovery`, `networking`, `coordination`, `rbac`.
+//! `nodes` (and Endpoints), `discovery`, `networking`, `coordination`, `rbac`, `services`.
 //!
 //! ## Guarantees
 //! - Defaults ([`apply_defaults`]) are those of kube's `pkg/apis/{storage,admissionregistration,
@@ -33,8 +33,8 @@
 //!   VolumeAttachments.
 //! - [`validate`] also dispatches to the per-group modules of the other built-in kinds
 //!   (`autoscaling`, `policy`, `batch`, `storage`, `limit_range`, `nodes`, `discovery`,
-//!   `networking`, `coordination`, `rbac`; their docs say what each checks), after the core
-//!   and workload rules of [`workloads`].
+//!   `networking`, `coordination`, `rbac`, [`services`]; their docs say what each checks),
+//!   after the core and workload rules of [`workloads`].
 //! - Where kube prints a Go struct as the invalid value (`%#v` of an internal type, pointers
 //!   included), the value here is the JSON of the field: the message's wording after the value is
 //!   kube's. Pod updates' node selector and node selector terms are the exception: they print
@@ -319,6 +319,7 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>) -> Resul
         ("apps", "ControllerRevision") => controller_revision(object, old, &mut causes),
         ("scheduling.k8s.io", "PriorityClass") => priority_class(object, old, &mut causes),
         ("", "ResourceQuota") => resource_quota_scopes(object, &mut causes),
+        ("", "Service") => services::validate(object, old, &mut causes),
         ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy") => {
             admission_policy(object, &mut causes);
             for (path, expression, detail) in crate::admission_policy::expression_errors(object) {
@@ -1895,15 +1896,36 @@ fn queuing_configuration(queuing: &Value, causes: &mut Vec<Cause>) {
 pub(crate) fn refusal(
     group: &str,
     plural: &str,
-    mut object: Value,
+    object: Value,
     old: Option<&Value>,
 ) -> Option<String> {
+    defaulted_refusal(group, plural, object, old).map(|e| e.message)
+}
+
+/// The causes (`field: message`) of [`refusal`]'s error, none when the object is valid.
+#[cfg(test)]
+pub(crate) fn refusal_causes(
+    group: &str,
+    plural: &str,
+    object: Value,
+    old: Option<&Value>,
+) -> Vec<String> {
+    defaulted_refusal(group, plural, object, old).map_or_else(Vec::new, |e| e.cause_lines())
+}
+
+#[cfg(test)]
+fn defaulted_refusal(
+    group: &str,
+    plural: &str,
+    mut object: Value,
+    old: Option<&Value>,
+) -> Option<ApiError> {
     let def = crate::resources::builtin_resources()
         .into_iter()
         .find(|d| d.group == group && d.plural == plural)
         .unwrap();
     crate::defaults::apply_defaults(&def, &mut object);
-    validate(&def, &object, old).err().map(|e| e.message)
+    validate(&def, &object, old).err()
 }
 
 mod access;
@@ -1917,6 +1939,7 @@ mod nodes;
 mod pod_spec;
 mod policy;
 mod rbac;
+pub mod services;
 mod storage;
 
 /// kube's `ValidateTolerations` of `tolerations` at the path `at` (`spec.tolerations`): its

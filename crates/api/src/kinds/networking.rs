@@ -384,7 +384,8 @@ fn policy_port(port: &Value, at: &str, causes: &mut Vec<Cause>) {
 }
 
 /// kube's `IsValidCIDRForLegacyField` message.
-const CIDR_MESSAGE: &str = "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)";
+pub(super) const CIDR_MESSAGE: &str =
+    "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)";
 
 /// A CIDR's network address (its host bits cleared) and prefix length, as 128-bit numbers of
 /// its family (`None` for a form the standard parser refuses but Go's sloppy one reads).

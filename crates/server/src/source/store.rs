@@ -2327,8 +2327,8 @@ impl Writer<'_> {
     /// The claims of a Service create (`old` absent) or update, once [`service_ips::prepare`]d
     /// (in [`Self::admit`]): the addresses and node ports `object` gets that `old` did not
     /// hold, set in `object`, with their records' compares and puts for the write's
-    /// transaction; then the type change's clearing and validation
-    /// ([`service_ips::finish`]). `rotate` starts the scans for free values.
+    /// transaction (validated before, in [`Self::admit`]). `rotate` starts the scans for
+    /// free values.
     async fn claim_service(
         &self,
         resource: &Resource,
@@ -2451,7 +2451,6 @@ impl Writer<'_> {
                 }
             }
         }
-        service_ips::finish(old, object).map_err(invalid)?;
         Ok(Claimed::Claims(claims))
     }
 

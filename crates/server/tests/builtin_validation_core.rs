@@ -1,0 +1,93 @@
+//! kube-apiserver's validation of Services over real
+//! HTTP: each invalid object is answered 422 Invalid with kube's message (its causes, in
+//! kube's order), and a valid one of the same kind is written.
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+
+/// Sends `object` to `path` with `method`: 422 with `message`.
+async fn refused(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    object: &Value,
+    message: &str,
+) {
+    let (status, body) = send_json(addr, method, path, object).await;
+    assert_eq!(status, 422, "{path}: {body}");
+    assert_eq!(body["reason"], "Invalid", "{body}");
+    assert_eq!(body["message"], message, "{path}");
+}
+
+/// Sends `object` to `path` with `method`: accepted (200 or 201), the stored object.
+async fn written(addr: std::net::SocketAddr, method: &str, path: &str, object: &Value) -> Value {
+    let (status, body) = send_json(addr, method, path, object).await;
+    assert!(status == 200 || status == 201, "{path}: {status} {body}");
+    body
+}
+
+fn service(name: &str, spec: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name}, "spec": spec})
+}
+
+/// Goal: a Service's fields as kube's `ValidateService` checks them, all causes in kube's
+/// order; the address fields alone first, as kube's allocator refuses them before it
+/// validates; updates keep the addresses and may change the type.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn services() {
+    let server = server().await;
+    let addr = server.addr;
+    let path = "/api/v1/namespaces/default/services";
+    let bad = |extra: Value| {
+        let mut spec = json!({"type": "NodePort",
+            "ports": [{"port": 70000, "nodePort": 30001, "protocol": "XX"}],
+            "sessionAffinity": "bogus", "externalTrafficPolicy": "bogus"});
+        for (key, value) in extra.as_object().unwrap() {
+            spec[key] = value.clone();
+        }
+        service("bad", spec)
+    };
+    // kube's `initIPFamilyFields` refuses with the address fields' causes alone.
+    let addresses = bad(json!({"clusterIP": "10.0.0.1.5", "ipFamilyPolicy": "x"}));
+    refused(addr, "POST", path, &addresses, "Service \"bad\" is invalid: [spec.ipFamilyPolicy: Unsupported value: \"x\": supported values: \"PreferDualStack\", \"RequireDualStack\", \"SingleStack\", spec.clusterIPs[0]: Invalid value: \"10.0.0.1.5\": must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)]").await;
+    refused(addr, "POST", path, &bad(json!({})), "Service \"bad\" is invalid: [spec.ports[0].port: Invalid value: 70000: must be between 1 and 65535, inclusive, spec.ports[0].protocol: Unsupported value: \"XX\": supported values: \"SCTP\", \"TCP\", \"UDP\", spec.ports[0].targetPort: Invalid value: 70000: must be between 1 and 65535, inclusive, spec.sessionAffinity: Unsupported value: \"bogus\": supported values: \"ClientIP\", \"None\", spec.externalTrafficPolicy: Unsupported value: \"bogus\": supported values: \"Cluster\", \"Local\"]").await;
+    let external = service(
+        "ext",
+        json!({"type": "ExternalName", "externalName": "not a name",
+        "sessionAffinity": "ClientIP", "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 0}}}),
+    );
+    refused(addr, "POST", path, &external, "Service \"ext\" is invalid: [spec.externalName: Invalid value: \"not a name\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*'), spec.sessionAffinityConfig.clientIP.timeoutSeconds: Invalid value: 0: must be greater than 0 and less than 86400]").await;
+    // A load balancer that needs a health check node port gets one before it is checked.
+    let local = service(
+        "local",
+        json!({"type": "LoadBalancer", "externalTrafficPolicy": "Local",
+        "ports": [{"port": 80}]}),
+    );
+    let created = written(addr, "POST", path, &local).await;
+    assert!(
+        created["spec"]["healthCheckNodePort"].as_u64().unwrap_or(0) >= 30000,
+        "{created}"
+    );
+    let web = service(
+        "web",
+        json!({"type": "NodePort", "ports": [{"port": 80, "nodePort": 30080}]}),
+    );
+    let created = written(addr, "POST", path, &web).await;
+    let mut moved = created.clone();
+    moved["spec"]["clusterIP"] = json!("10.0.0.250");
+    moved["spec"]["clusterIPs"] = json!(["10.0.0.250"]);
+    let ip = created["spec"]["clusterIP"].as_str().unwrap();
+    assert_ne!(ip, "10.0.0.250");
+    refused(addr, "PUT", &format!("{path}/web"), &moved, "Service \"web\" is invalid: spec.clusterIPs[0]: Invalid value: []string{\"10.0.0.250\"}: may not change once set").await;
+    // A type change clears what the new type does not use before it is validated.
+    let mut cluster_ip = created.clone();
+    cluster_ip["spec"]["type"] = json!("ClusterIP");
+    let updated = written(addr, "PUT", &format!("{path}/web"), &cluster_ip).await;
+    assert!(
+        updated["spec"]["ports"][0].get("nodePort").is_none(),
+        "{updated}"
+    );
+    assert!(updated["spec"].get("externalTrafficPolicy").is_none());
+}
