@@ -1,4 +1,4 @@
-//! kube-apiserver's validation of Services over real
+//! kube-apiserver's validation of Services, Namespaces, ResourceQuotas and Events over real
 //! HTTP: each invalid object is answered 422 Invalid with kube's message (its causes, in
 //! kube's order), and a valid one of the same kind is written.
 
@@ -90,4 +90,91 @@ async fn services() {
         "{updated}"
     );
     assert!(updated["spec"].get("externalTrafficPolicy").is_none());
+}
+
+/// Goal: a Namespace's finalizers as `ValidateNamespace` (create) and
+/// `ValidateNamespaceFinalizeUpdate` (`/finalize`) check them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespaces() {
+    let server = server().await;
+    let addr = server.addr;
+    let namespace = |name: &str, finalizers: Value| {
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name},
+            "spec": {"finalizers": finalizers}})
+    };
+    refused(addr, "POST", "/api/v1/namespaces", &namespace("bad", json!(["bad finalizer!"])), "Namespace \"bad\" is invalid: [spec.finalizers: Invalid value: \"bad finalizer!\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]'), spec.finalizers: Invalid value: \"bad finalizer!\": name is neither a standard finalizer name nor is it fully qualified]").await;
+    let created = written(
+        addr,
+        "POST",
+        "/api/v1/namespaces",
+        &namespace("good", json!(["kubernetes", "example.com/mine"])),
+    )
+    .await;
+    let mut finalized = created.clone();
+    finalized["spec"]["finalizers"] = json!(["kubernetes", "mine"]);
+    refused(addr, "PUT", "/api/v1/namespaces/good/finalize", &finalized, "Namespace \"good\" is invalid: spec.finalizers[1]: Invalid value: \"mine\": name is neither a standard finalizer name nor is it fully qualified").await;
+}
+
+/// Goal: a ResourceQuota's hard limits as `ValidateResourceQuotaSpec` checks them, and its
+/// scopes fixed once set.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resource_quotas() {
+    let server = server().await;
+    let addr = server.addr;
+    let path = "/api/v1/namespaces/default/resourcequotas";
+    let quota = |name: &str, hard: Value, scopes: Value| {
+        json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": name},
+            "spec": {"hard": hard, "scopes": scopes}})
+    };
+    refused(addr, "POST", path, &quota("bad", json!({"pods": "-1", "services": "1500m", "bogus": "1"}), json!([])), "ResourceQuota \"bad\" is invalid: [spec.hard[bogus]: Invalid value: bogus: must be a standard resource type or fully qualified, spec.hard[bogus]: Invalid value: bogus: must be a standard resource for quota, spec.hard[pods]: Invalid value: \"-1\": must be greater than or equal to 0, spec.hard[services]: Invalid value: \"1500m\": must be an integer]").await;
+    let created = written(
+        addr,
+        "POST",
+        path,
+        &quota("good", json!({"pods": "10"}), json!(["NotBestEffort"])),
+    )
+    .await;
+    let mut rescoped = created.clone();
+    rescoped["spec"]["scopes"] = json!(["Terminating"]);
+    refused(addr, "PUT", &format!("{path}/good"), &rescoped, "ResourceQuota \"good\" is invalid: spec.scopes: Invalid value: []core.ResourceQuotaScope{\"Terminating\"}: field is immutable").await;
+}
+
+/// Goal: Events as `ValidateEventCreate` checks them: a core `v1` Event gets only the legacy
+/// checks (any `type` is accepted), an `events.k8s.io/v1` one the strict ones, at kube's
+/// internal paths.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events() {
+    let server = server().await;
+    let addr = server.addr;
+    written(
+        addr,
+        "POST",
+        "/api/v1/namespaces",
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}),
+    )
+    .await;
+    let core = |namespace: &str| {
+        json!({"apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": "e", "namespace": namespace},
+            "involvedObject": {"kind": "Pod"}, "type": "Bogus"})
+    };
+    written(
+        addr,
+        "POST",
+        "/api/v1/namespaces/default/events",
+        &core("default"),
+    )
+    .await;
+    refused(addr, "POST", "/api/v1/namespaces/team/events", &core("team"), "Event \"e\" is invalid: involvedObject.namespace: Invalid value: \"\": does not match event.namespace").await;
+    let path = "/apis/events.k8s.io/v1/namespaces/default/events";
+    let strict = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": {"name": "s"}, "regarding": {"kind": "Pod"}, "type": "Bogus",
+        "deprecatedCount": 2});
+    refused(addr, "POST", path, &strict, "Event.events.k8s.io \"s\" is invalid: [eventTime: Required value, type: Invalid value: \"\": has invalid value: Bogus, count: Invalid value: \"\": needs to be unset]").await;
+    let good = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": {"name": "g"}, "regarding": {"kind": "Pod", "namespace": "default"},
+        "type": "Normal", "eventTime": "2026-01-01T00:00:00.000000Z",
+        "reportingController": "example.com/c", "reportingInstance": "i", "action": "Act",
+        "reason": "Because", "note": "n"});
+    written(addr, "POST", path, &good).await;
 }
