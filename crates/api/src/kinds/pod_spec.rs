@@ -2713,13 +2713,12 @@ fn label_with_underscore_ok(label: &str) -> bool {
 /// forms (IPv4 parts with leading zeros, IPv4-mapped IPv6) the strict check refuses.
 pub(super) fn check_ip(at: &str, ip: &str, causes: &mut Vec<Cause>) {
     if !crate::strfmt::is_ip_sloppy(ip) {
-        causes.push(invalid(
-            at,
-            &go_quote(ip),
-            "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
-        ));
+        causes.push(invalid(at, &go_quote(ip), IP_MESSAGE));
     }
 }
+
+/// kube's `IsValidIP` message.
+pub(super) const IP_MESSAGE: &str = "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)";
 
 /// `ValidateTolerations`.
 pub(crate) fn tolerations(tolerations: &[Value], at: &str, causes: &mut Vec<Cause>) {

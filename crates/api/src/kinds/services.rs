@@ -568,9 +568,15 @@ pub fn cluster_ips_related(service: &Value) -> Vec<Cause> {
             }
             continue;
         }
-        if !crate::strfmt::is_ip_sloppy(address) {
+        // Parsed strictly (kube's legacy parser also reads leading zeros): the allocator
+        // claims the address as parsed here.
+        if address.parse::<std::net::IpAddr>().is_err() {
             bad = true;
-            pod_spec::check_ip(&format!("spec.clusterIPs[{i}]"), address, &mut causes);
+            causes.push(invalid(
+                &format!("spec.clusterIPs[{i}]"),
+                &go_quote(address),
+                pod_spec::IP_MESSAGE,
+            ));
         }
     }
     if listed.len() > 2 {
