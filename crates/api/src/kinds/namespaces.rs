@@ -16,7 +16,9 @@
 //! ## How it differs from kube
 //! - kube checks the phase on `/status` writes only (its main endpoint keeps the stored
 //!   status); this server keeps a status the client sends on either endpoint, and checks the
-//!   phase whenever a write changes it.
+//!   phase whenever a write changes it, but for `Active` on a namespace being deleted: a
+//!   write without a status gets that phase by default (`SetDefaults_NamespaceStatus`), and
+//!   kube's main endpoint would keep the stored one.
 //! - The object's metadata is validated by the write path (`meta`), not here.
 
 use serde_json::Value;
@@ -70,7 +72,9 @@ pub(super) fn namespace(object: &Value, old: Option<&Value>, causes: &mut Vec<Ca
             )
         };
         let phase = phase(object);
-        if phase != wanted {
+        // A write without a status gets `Active` by default (see the module's differences).
+        let defaulted = deleting && phase == "Active";
+        if phase != wanted && !defaulted {
             causes.push(invalid("status.Phase", &go_quote(&phase), detail));
         }
     }
@@ -142,6 +146,18 @@ mod tests {
             ]
         );
         new["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
-        assert!(causes(new, Some(&old)).is_empty());
+        assert!(causes(new.clone(), Some(&old)).is_empty());
+        // Being deleted: `Active` is what a write without a status gets by default.
+        let terminating = new.clone();
+        let mut reverted = terminating.clone();
+        reverted["status"]["phase"] = json!("Active");
+        assert!(causes(reverted, Some(&terminating)).is_empty());
+        new["status"]["phase"] = json!("Gone");
+        assert_eq!(
+            causes(new, Some(&terminating)),
+            [
+                "status.Phase: Invalid value: \"Gone\": may only be 'Terminating' if `deletionTimestamp` is not empty"
+            ]
+        );
     }
 }
