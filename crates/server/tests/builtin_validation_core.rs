@@ -33,8 +33,9 @@ fn service(name: &str, spec: Value) -> Value {
 }
 
 /// Goal: a Service's fields as kube's `ValidateService` checks them, all causes in kube's
-/// order; the address fields alone first, as kube's allocator refuses them before it
-/// validates; updates keep the addresses and may change the type.
+/// order; the address fields alone first, and an asked node port outside the range, as
+/// kube's allocator refuses them before it validates; updates keep the addresses and may
+/// change the type.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn services() {
     let server = server().await;
@@ -52,6 +53,9 @@ async fn services() {
     // kube's `initIPFamilyFields` refuses with the address fields' causes alone.
     let addresses = bad(json!({"clusterIP": "10.0.0.1.5", "ipFamilyPolicy": "x"}));
     refused(addr, "POST", path, &addresses, "Service \"bad\" is invalid: [spec.ipFamilyPolicy: Unsupported value: \"x\": supported values: \"PreferDualStack\", \"RequireDualStack\", \"SingleStack\", spec.clusterIPs[0]: Invalid value: \"10.0.0.1.5\": must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)]").await;
+    // So does its node port allocator an asked port outside the range, before validation.
+    let outside = bad(json!({"ports": [{"port": 70000, "nodePort": 99999, "protocol": "XX"}]}));
+    refused(addr, "POST", path, &outside, "Service \"bad\" is invalid: spec.ports[0].nodePort: Invalid value: 99999: provided port is not in the valid range. The range of valid ports is 30000-32767").await;
     refused(addr, "POST", path, &bad(json!({})), "Service \"bad\" is invalid: [spec.ports[0].port: Invalid value: 70000: must be between 1 and 65535, inclusive, spec.ports[0].protocol: Unsupported value: \"XX\": supported values: \"SCTP\", \"TCP\", \"UDP\", spec.ports[0].targetPort: Invalid value: 70000: must be between 1 and 65535, inclusive, spec.sessionAffinity: Unsupported value: \"bogus\": supported values: \"ClientIP\", \"None\", spec.externalTrafficPolicy: Unsupported value: \"bogus\": supported values: \"Cluster\", \"Local\"]").await;
     let external = service(
         "ext",

@@ -866,6 +866,15 @@ fn drop_type_dependent_fields(old: &Value, new: &mut Value) {
     }
 }
 
+/// An asked value outside the configured ranges ([`Allocators::out_of_range`]).
+#[derive(Debug)]
+pub enum OutOfRange<'a> {
+    /// An address, outside the range of its family.
+    Ip(&'a ServiceIps, IpAddr),
+    /// A node port (of a port, or the health check's).
+    Port(Slot, u64),
+}
+
 /// The allocators of a server: a range of addresses per configured family (the primary
 /// first) and the node port range.
 #[derive(Clone, Debug)]
@@ -886,6 +895,29 @@ impl Allocators {
                 .collect(),
             ports: NodePorts::new(ports.0, ports.1, prefix),
         }
+    }
+
+    /// The first asked address (`ips`), then node port (`ports`), of a write that lies
+    /// outside its range, in the order the claims are made: kube-apiserver's allocator
+    /// refuses it before the Service is validated, so the write path checks it then (whether
+    /// it is taken is known only at the claim).
+    #[must_use]
+    pub fn out_of_range(&self, ips: &[IpRequest], ports: &[PortRequest]) -> Option<OutOfRange<'_>> {
+        for (family, asked) in ips {
+            if let (Some(range), Some(ip)) = (self.ips(*family), asked)
+                && range.offset(*ip).is_none()
+            {
+                return Some(OutOfRange::Ip(range, *ip));
+            }
+        }
+        ports.iter().find_map(|request| match request.ask {
+            Ask::This(port)
+                if !(u64::from(self.ports.first)..=u64::from(self.ports.last)).contains(&port) =>
+            {
+                Some(OutOfRange::Port(request.slot, port))
+            }
+            _ => None,
+        })
     }
 
     /// The configured families, the primary first.
@@ -1757,6 +1789,33 @@ mod tests {
             messages(finished(json!({"type": "ExternalName"}))),
             ["spec.externalName: Required value"]
         );
+    }
+
+    /// Goal: what kube-apiserver's allocator refuses before validation: the first asked
+    /// address outside its family's range, then the first asked node port outside the range.
+    #[test]
+    fn asked_values_outside_the_ranges_are_found_before_the_claims() {
+        let allocators = Allocators::new(
+            &[IpRange::parse("10.0.0.0/24").unwrap()],
+            (30000, 32767),
+            "/registry",
+        );
+        let this = |slot, port| PortRequest {
+            slot,
+            ask: Ask::This(port),
+        };
+        let inside = [(Family::V4, Some("10.0.0.9".parse().unwrap()))];
+        let outside = [(Family::V4, Some("10.1.0.9".parse().unwrap()))];
+        let ports = [this(Slot::Port(0), 30001), this(Slot::Health, 99999)];
+        assert!(allocators.out_of_range(&inside, &ports[..1]).is_none());
+        assert!(matches!(
+            allocators.out_of_range(&outside, &ports),
+            Some(OutOfRange::Ip(_, ip)) if ip.to_string() == "10.1.0.9"
+        ));
+        assert!(matches!(
+            allocators.out_of_range(&inside, &ports),
+            Some(OutOfRange::Port(Slot::Health, 99999))
+        ));
     }
 
     /// Goal: node ports as kube-apiserver allocates them: from above the static band of 86
