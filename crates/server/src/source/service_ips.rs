@@ -62,10 +62,12 @@
 //!   (`watchkeeper_api::kinds::services::cluster_ips_related`, as kube-apiserver's
 //!   `initIPFamilyFields` does before it allocates), then clears what a type change leaves
 //!   without use (`dropTypeDependentFields`, which kube's strategy runs after allocation: it
-//!   clears only what allocation does not look at). The write path then validates the whole
-//!   Service (`watchkeeper_api::kinds::services`, kube's `ValidateService` /
-//!   `ValidateServiceUpdate`) before anything is claimed, so an invalid Service claims nothing;
-//!   a claim refused (an asked address or port taken or out of the range) is its own 422.
+//!   clears only what allocation does not look at). The write path then refuses an asked
+//!   address or node port outside its range ([`Allocators::out_of_range`], kube's allocator's
+//!   422 or 500), then validates the whole Service (`watchkeeper_api::kinds::services`,
+//!   kube's `ValidateService` / `ValidateServiceUpdate`) before anything is claimed, so an
+//!   invalid Service claims nothing; an asked address or port that is taken is refused at
+//!   the claim.
 //! - Dynamic allocation prefers the upper part of a range, as kube-apiserver's static subranges
 //!   do (the first `min(max(16, size / 16), 256)` addresses, `min(max(16, size / 32), 128)`
 //!   ports, are left for values clients choose), taking the lowest free value there, then the
@@ -79,9 +81,8 @@
 //!   it instead of failing validation.
 //! - Not done: `defaultOnRead` on reads (GET and watch show a stored Service as it is); the
 //!   `duplicate nodePort` 500 of `updateNodePorts`. Deviations: kube-apiserver allocates before
-//!   it validates, so where an asked address or node port is refused (taken, or outside the
-//!   range) *and* the Service is invalid, kube answers the refused claim and this server the
-//!   validation's causes; an
+//!   it validates, so where an asked address or node port is taken *and* the Service is
+//!   invalid, kube answers the refused claim and this server the validation's causes; an
 //!   `ExternalName` Service's stray `nodePort`s are not held (kube-apiserver neither allocates
 //!   nor releases them), so a change of it to `NodePort` claims them.
 
