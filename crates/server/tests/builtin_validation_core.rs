@@ -74,6 +74,12 @@ async fn services() {
         created["spec"]["healthCheckNodePort"].as_u64().unwrap_or(0) >= 30000,
         "{created}"
     );
+    // Its status as `ValidateLoadBalancerStatus` checks it.
+    let mut status = created.clone();
+    status["status"] = json!({"loadBalancer": {"ingress": [{"hostname": "1.2.3.4"}]}});
+    refused(addr, "PUT", &format!("{path}/local/status"), &status, "Service \"local\" is invalid: status.loadBalancer.ingress[0].hostname: Invalid value: \"1.2.3.4\": must be a DNS name, not an IP address").await;
+    status["status"] = json!({"loadBalancer": {"ingress": [{"hostname": "lb.example.com"}]}});
+    written(addr, "PUT", &format!("{path}/local/status"), &status).await;
     let web = service(
         "web",
         json!({"type": "NodePort", "ports": [{"port": 80, "nodePort": 30080}]}),

@@ -25,7 +25,11 @@
 //! - On update (`ValidateServiceUpdate`), before those: the cluster IPs and IP families may not
 //!   change once set (but to, from or on `ExternalName`, or to add or release a dual-stack
 //!   secondary with the right policy), `loadBalancerClass` may not change on a `LoadBalancer`,
-//!   and `healthCheckNodePort` may not change while both versions need one.
+//!   and `healthCheckNodePort` may not change while both versions need one. An update that
+//!   changes the status gets, after those, `ValidateLoadBalancerStatus` (kube's status
+//!   strategy's): ingress points only for a `LoadBalancer`, a valid `ip` with an `ipMode`
+//!   (`VIP` or `Proxy`) and no `ipMode` without one, a `hostname` that is a DNS subdomain and
+//!   not an address.
 //! - Values print as kube prints them: a duplicate port as Go's `%#v` of `core.ServicePort`,
 //!   `clusterIPs` as `[]string{...}`, `ipFamilies` as `[]core.IPFamily{...}`, pointers to
 //!   strings as the string or `null`.
@@ -40,6 +44,9 @@
 //!   therefore one the allocator gives, not a missing one: its `Required value` is not
 //!   reported. When an asked address or node port is already taken *and* the object is
 //!   invalid, this server reports the validation's causes where kube reports the taken one.
+//! - kube validates the load balancer status on `/status` writes only (its main endpoint and
+//!   its creates keep or clear the status); this server keeps a status the client sends, and
+//!   validates it on any update that changes it.
 //! - The object's metadata is validated by the write path (`meta`), not here.
 
 use std::collections::HashSet;
@@ -148,6 +155,64 @@ pub fn validate(service: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
         }
     }
     validate_service(service, causes);
+    if let Some(old) = old
+        && service.get("status") != old.get("status")
+    {
+        load_balancer_status(service, causes);
+    }
+}
+
+/// `ValidateLoadBalancerStatus` (of `ValidateServiceStatusUpdate`): ingress points only for a
+/// `LoadBalancer`, each with a valid IP and an `ipMode` (`VIP` or `Proxy`) exactly when it has
+/// one, and a hostname that is a DNS subdomain, not an address.
+fn load_balancer_status(service: &Value, causes: &mut Vec<Cause>) {
+    let at = "status.loadBalancer.ingress";
+    let ingress = service
+        .pointer("/status/loadBalancer/ingress")
+        .and_then(Value::as_array)
+        .map_or(&[][..], Vec::as_slice);
+    if service_type(service) != LOAD_BALANCER && !ingress.is_empty() {
+        causes.push(forbidden(
+            at,
+            "may only be used when `spec.type` is 'LoadBalancer'",
+        ));
+        return;
+    }
+    for (i, point) in ingress.iter().enumerate() {
+        let here = format!("{at}[{i}]");
+        let ip = text(point, "ip");
+        if !ip.is_empty() {
+            pod_spec::check_ip(&format!("{here}.ip"), ip, causes);
+        }
+        match get(point, "ipMode").and_then(Value::as_str) {
+            None if !ip.is_empty() => causes.push(required(
+                &format!("{here}.ipMode"),
+                "must be specified when `ip` is set",
+            )),
+            None => {}
+            Some(_) if ip.is_empty() => causes.push(forbidden(
+                &format!("{here}.ipMode"),
+                "may not be specified when `ip` is not set",
+            )),
+            Some("Proxy" | "VIP") => {}
+            Some(other) => causes.push(not_supported(
+                &format!("{here}.ipMode"),
+                &go_quote(other),
+                &["Proxy", "VIP"],
+            )),
+        }
+        let hostname = text(point, "hostname");
+        if !hostname.is_empty() {
+            pod_spec::check_subdomain(&format!("{here}.hostname"), hostname, causes);
+            if crate::strfmt::is_ip_sloppy(hostname) {
+                causes.push(invalid(
+                    &format!("{here}.hostname"),
+                    &go_quote(hostname),
+                    "must be a DNS name, not an IP address",
+                ));
+            }
+        }
+    }
 }
 
 /// `ValidateService` (but its metadata).
@@ -816,6 +881,39 @@ mod tests {
         );
         let headless = service(json!({"clusterIP": "None", "clusterIPs": ["None"]}));
         assert!(causes(headless, None).is_empty());
+    }
+
+    /// Goal: `ValidateLoadBalancerStatus` on an update that changes the status.
+    #[test]
+    fn a_load_balancer_status_is_checked_when_it_changes() {
+        let old = service(json!({"type": "LoadBalancer", "ports": [{"port": 80}],
+            "externalTrafficPolicy": "Cluster"}));
+        let mut new = old.clone();
+        new["status"] = json!({"loadBalancer": {"ingress": [
+            {"ip": "1.2.3", "ipMode": "VIP"}, {"hostname": "1.2.3.4", "ipMode": "Proxy"},
+            {"ip": "1.2.3.4", "ipMode": "Tunnel"}]}});
+        assert_eq!(
+            causes(new.clone(), Some(&old)),
+            [
+                "status.loadBalancer.ingress[0].ip: Invalid value: \"1.2.3\": must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
+                "status.loadBalancer.ingress[1].ipMode: Forbidden: may not be specified when `ip` is not set",
+                "status.loadBalancer.ingress[1].hostname: Invalid value: \"1.2.3.4\": must be a DNS name, not an IP address",
+                "status.loadBalancer.ingress[2].ipMode: Unsupported value: \"Tunnel\": supported values: \"Proxy\", \"VIP\"",
+            ]
+        );
+        let mut cluster = old.clone();
+        cluster["spec"]["type"] = json!("ClusterIP");
+        cluster["spec"]
+            .as_object_mut()
+            .unwrap()
+            .remove("externalTrafficPolicy");
+        cluster["status"] = json!({"loadBalancer": {"ingress": [{"ip": "1.2.3.4"}]}});
+        assert_eq!(
+            causes(cluster, Some(&old)),
+            [
+                "status.loadBalancer.ingress: Forbidden: may only be used when `spec.type` is 'LoadBalancer'"
+            ]
+        );
     }
 
     /// Goal: the address fields as `ValidateServiceClusterIPsRelatedFields` checks them, and
