@@ -5,7 +5,8 @@
 //! validation of other built-in kinds by area, each module saying what it checks and what not:
 //! `workloads`, `apps` (the workloads' strategies), `webhooks`, `autoscaling`, `policy`,
 //! `batch`, `storage`, `limit_range`, `nodes` (and Endpoints), `discovery`, `networking`,
-//! `coordination`, `rbac`; and `status`, the rules of `status` subresource writes
+//! `coordination`, `rbac`, `services`, `namespaces`, `quota` (ResourceQuotas), `events` (core
+//! and `events.k8s.io/v1`); and `status`, the rules of `status` subresource writes
 //! ([`validate_status`]).
 //!
 //! ## Guarantees
@@ -36,8 +37,8 @@
 //!   VolumeAttachments.
 //! - [`validate`] also dispatches to the per-group modules of the other built-in kinds
 //!   (`autoscaling`, `policy`, `batch`, `storage`, `limit_range`, `nodes`, `discovery`,
-//!   `networking`, `coordination`, `rbac`; their docs say what each checks), after the core
-//!   and workload rules of [`workloads`].
+//!   `networking`, `coordination`, `rbac`, [`services`], `namespaces`, `quota`, `events`;
+//!   their docs say what each checks), after the core and workload rules of [`workloads`].
 //! - Where kube prints a Go struct as the invalid value (`%#v` of an internal type, pointers
 //!   included), the value here is the JSON of the field: the message's wording after the value is
 //!   kube's. Pod updates' node selector and node selector terms are the exception: they print
@@ -236,7 +237,9 @@ pub fn apply_defaults(def: &ResourceDef, object: &mut Value) {
 /// # Errors
 /// 422 Invalid, one cause per failure, in kube's wording.
 pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>) -> Result<(), ApiError> {
-    if !def.is_builtin() {
+    // `events.k8s.io/v1` Events are a view of core Events (see `crate::versions`).
+    let events_v1 = def.group == "events.k8s.io" && def.kind == "Event";
+    if !def.is_builtin() && !events_v1 {
         return Ok(());
     }
     let mut causes = Vec::new();
@@ -287,7 +290,12 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>) -> Resul
         }
         ("apps", "ControllerRevision") => controller_revision(object, old, &mut causes),
         ("scheduling.k8s.io", "PriorityClass") => priority_class(object, old, &mut causes),
-        ("", "ResourceQuota") => resource_quota_scopes(object, &mut causes),
+        ("", "ResourceQuota") => quota::resource_quota(object, old, &mut causes),
+        ("", "Namespace") => namespaces::namespace(object, old, &mut causes),
+        ("", "Event") | ("events.k8s.io", "Event") => {
+            events::event(object, old, def.group == "events.k8s.io", &mut causes);
+        }
+        ("", "Service") => services::validate(object, old, &mut causes),
         ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy") => {
             admission_policy(object, &mut causes);
             for (path, expression, detail) in crate::admission_policy::expression_errors(object) {
@@ -790,155 +798,6 @@ fn immutable(field: &str, object: &Value, old: Option<&Value>, causes: &mut Vec<
         let old_value = present(old, field).cloned().unwrap_or(Value::Null);
         if new_value != old_value {
             causes.push(invalid(field, &new_value, "field is immutable"));
-        }
-    }
-}
-
-/// The scopes a ResourceQuota may have (kube's `IsStandardResourceQuotaScope`).
-const QUOTA_SCOPES: [&str; 6] = [
-    "Terminating",
-    "NotTerminating",
-    "BestEffort",
-    "NotBestEffort",
-    "PriorityClass",
-    "CrossNamespacePodAffinity",
-];
-
-/// kube's `standardQuotaResources`: the names whose scope is checked.
-const STANDARD_QUOTA_RESOURCES: [&str; 19] = [
-    "cpu",
-    "memory",
-    "ephemeral-storage",
-    "requests.cpu",
-    "requests.memory",
-    "requests.storage",
-    "requests.ephemeral-storage",
-    "limits.cpu",
-    "limits.memory",
-    "limits.ephemeral-storage",
-    "pods",
-    "services",
-    "replicationcontrollers",
-    "resourcequotas",
-    "secrets",
-    "persistentvolumeclaims",
-    "configmaps",
-    "services.nodeports",
-    "services.loadbalancers",
-];
-
-/// kube's `IsResourceQuotaScopeValidForResource`.
-fn scope_fits(scope: &str, resource: &str) -> bool {
-    const COMPUTE: [&str; 6] = [
-        "cpu",
-        "memory",
-        "limits.cpu",
-        "limits.memory",
-        "requests.cpu",
-        "requests.memory",
-    ];
-    match scope {
-        "BestEffort" => resource == "pods",
-        "Terminating"
-        | "NotTerminating"
-        | "NotBestEffort"
-        | "PriorityClass"
-        | "CrossNamespacePodAffinity" => resource == "pods" || COMPUTE.contains(&resource),
-        _ => true,
-    }
-}
-
-/// kube's `validateResourceQuotaScopes` and the scope selector's requirement checks
-/// (`validateScopedResourceSelectorRequirement`, but for its "unsupported scope applied to
-/// resource", whose value kube prints as a Go struct).
-fn resource_quota_scopes(object: &Value, causes: &mut Vec<Cause>) {
-    let hard: Vec<&String> = object
-        .pointer("/spec/hard")
-        .and_then(Value::as_object)
-        .map(|hard| hard.keys().collect())
-        .unwrap_or_default();
-    let scopes: Vec<&str> = object
-        .pointer("/spec/scopes")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
-    if !scopes.is_empty() {
-        let listed: Vec<String> = scopes.iter().map(|scope| format!("{scope:?}")).collect();
-        let value = format!("[]core.ResourceQuotaScope{{{}}}", listed.join(", "));
-        let fail = |causes: &mut Vec<Cause>, detail: &str| {
-            causes.push((
-                "spec.scopes".to_owned(),
-                format!("Invalid value: {value}: {detail}"),
-                "FieldValueInvalid".to_owned(),
-            ));
-        };
-        for scope in &scopes {
-            if !QUOTA_SCOPES.contains(scope) {
-                fail(causes, "unsupported scope");
-            }
-            for resource in &hard {
-                if STANDARD_QUOTA_RESOURCES.contains(&resource.as_str())
-                    && !scope_fits(scope, resource)
-                {
-                    fail(causes, "unsupported scope applied to resource");
-                }
-            }
-        }
-        for pair in [
-            ["BestEffort", "NotBestEffort"],
-            ["Terminating", "NotTerminating"],
-        ] {
-            if pair.iter().all(|scope| scopes.contains(scope)) {
-                fail(causes, "conflicting scopes");
-            }
-        }
-    }
-    for requirement in object
-        .pointer("/spec/scopeSelector/matchExpressions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let path = "spec.scopeSelector.matchExpressions";
-        let scope = text(requirement, "scopeName");
-        let operator = text(requirement, "operator");
-        let values = requirement
-            .get("values")
-            .and_then(Value::as_array)
-            .map_or(0, Vec::len);
-        if !QUOTA_SCOPES.contains(&scope) {
-            causes.push(invalid(
-                &format!("{path}.scopeName"),
-                &json!(scope),
-                "unsupported scope",
-            ));
-        }
-        if scope != "PriorityClass" && QUOTA_SCOPES.contains(&scope) && operator != "Exists" {
-            causes.push(invalid(
-                &format!("{path}.operator"),
-                &json!(operator),
-                "must be 'Exist' when scope is any of ResourceQuotaScopeTerminating, ResourceQuotaScopeNotTerminating, ResourceQuotaScopeBestEffort, ResourceQuotaScopeNotBestEffort or ResourceQuotaScopeCrossNamespacePodAffinity",
-            ));
-        }
-        match operator {
-            "In" | "NotIn" if values == 0 => causes.push(required(
-                &format!("{path}.values"),
-                "must be at least one value when `operator` is 'In' or 'NotIn' for scope selector",
-            )),
-            "In" | "NotIn" => {}
-            "Exists" | "DoesNotExist" if values != 0 => causes.push(invalid(
-                &format!("{path}.values"),
-                requirement.get("values").unwrap_or(&Value::Null),
-                "must be no value when `operator` is 'Exist' or 'DoesNotExist' for scope selector",
-            )),
-            "Exists" | "DoesNotExist" => {}
-            _ => causes.push(invalid(
-                &format!("{path}.operator"),
-                &json!(operator),
-                "not a valid selector operator",
-            )),
         }
     }
 }
@@ -1880,15 +1739,40 @@ fn queuing_configuration(queuing: &Value, causes: &mut Vec<Cause>) {
 pub(crate) fn refusal(
     group: &str,
     plural: &str,
-    mut object: Value,
+    object: Value,
     old: Option<&Value>,
 ) -> Option<String> {
+    defaulted_refusal(group, plural, object, old).map(|e| e.message)
+}
+
+/// The causes (`field: message`) of [`refusal`]'s error, none when the object is valid.
+#[cfg(test)]
+pub(crate) fn refusal_causes(
+    group: &str,
+    plural: &str,
+    object: Value,
+    old: Option<&Value>,
+) -> Vec<String> {
+    defaulted_refusal(group, plural, object, old).map_or_else(Vec::new, |e| e.cause_lines())
+}
+
+#[cfg(test)]
+fn defaulted_refusal(
+    group: &str,
+    plural: &str,
+    mut object: Value,
+    old: Option<&Value>,
+) -> Option<ApiError> {
     let def = crate::resources::builtin_resources()
         .into_iter()
+        .flat_map(|def| {
+            let views = crate::versions::builtin_views(&def);
+            std::iter::once(def).chain(views.into_iter().map(|(view, _)| view))
+        })
         .find(|d| d.group == group && d.plural == plural)
         .unwrap();
     crate::defaults::apply_defaults(&def, &mut object);
-    validate(&def, &object, old).err().map(|e| e.message)
+    validate(&def, &object, old).err()
 }
 
 mod access;
@@ -1898,13 +1782,17 @@ mod batch;
 mod common;
 mod coordination;
 mod discovery;
+mod events;
 mod limit_range;
+mod namespaces;
 mod networking;
 mod nodes;
 mod pod_spec;
 mod policy;
+mod quota;
 mod rbac;
 mod status;
+pub mod services;
 mod storage;
 
 /// kube's `ValidateTolerations` of `tolerations` at the path `at` (`spec.tolerations`): its

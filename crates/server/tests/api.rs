@@ -2650,8 +2650,9 @@ async fn events_are_served_at_both_versions() {
     assert_eq!(node["deprecatedCount"], 3);
     assert!(node.get("message").is_none() && node.get("count").is_none());
 
-    // A patch through events.k8s.io/v1 uses its names; the stored object keeps core's.
-    let (code, patched) = request(
+    // A patch through events.k8s.io/v1 uses its names, and kube's strict update rules of that
+    // version (its `ValidateEventUpdate`): the note and count are immutable there.
+    let (code, refused) = request(
         addr,
         "PATCH",
         &format!("{v1}/node-ready.1"),
@@ -2659,10 +2660,25 @@ async fn events_are_served_at_both_versions() {
         r#"{"note":"node is ready again","deprecatedCount":4}"#,
     )
     .await;
+    assert_eq!(code, 422, "{refused}");
+    let refused: Value = serde_json::from_str(&refused).unwrap();
+    assert_eq!(
+        refused["message"],
+        "Event.events.k8s.io \"node-ready.1\" is invalid: [message: Invalid value: \"node is ready again\": field is immutable, count: Invalid value: 4: field is immutable]"
+    );
+    // Through core v1 they change (kube's legacy rules); events.k8s.io reads them renamed.
+    let (code, patched) = request(
+        addr,
+        "PATCH",
+        &format!("{core}/node-ready.1"),
+        "application/merge-patch+json",
+        r#"{"message":"node is ready again","count":4}"#,
+    )
+    .await;
     assert_eq!(code, 200, "{patched}");
-    let (_, again) = get_json(addr, &format!("{core}/node-ready.1")).await;
-    assert_eq!(again["message"], "node is ready again");
-    assert_eq!(again["count"], 4);
+    let (_, again) = get_json(addr, &format!("{v1}/node-ready.1")).await;
+    assert_eq!(again["note"], "node is ready again");
+    assert_eq!(again["deprecatedCount"], 4);
 
     // Both watches saw every write, each at its own version, at the same resourceVersions.
     let mut seen = Vec::new();

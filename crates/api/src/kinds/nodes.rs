@@ -250,6 +250,12 @@ fn endpoint_address(address: &Value, at: &str, causes: &mut Vec<Cause>) {
 
 /// kube's `ValidateEndpointIP` (once `ValidateNonSpecialIP`), loopback addresses accepted.
 pub(super) fn endpoint_ip(ip: &str, at: &str, causes: &mut Vec<Cause>) {
+    non_special_ip(ip, at, false, causes);
+}
+
+/// kube's `ValidateNonSpecialIP` (a Service's external IPs), loopback addresses refused when
+/// `loopback_refused` (endpoints accept them, see the module docs).
+pub(super) fn non_special_ip(ip: &str, at: &str, loopback_refused: bool, causes: &mut Vec<Cause>) {
     use std::net::IpAddr;
     let Some(address) = crate::strfmt::parse_ip_sloppy(ip) else {
         causes.push(invalid(at, &go_quote(ip), "must be a valid IP address"));
@@ -280,6 +286,13 @@ pub(super) fn endpoint_ip(ip: &str, at: &str, causes: &mut Vec<Cause>) {
             at,
             &quoted,
             &format!("may not be unspecified ({ip})"),
+        ));
+    }
+    if loopback_refused && address.is_loopback() {
+        causes.push(invalid(
+            at,
+            &quoted,
+            "may not be in the loopback range (127.0.0.0/8, ::1/128)",
         ));
     }
     if link_local {
@@ -327,6 +340,11 @@ pub(super) fn port_protocols(
     causes: &mut Vec<Cause>,
 ) {
     pod_spec::port_protocol(protocol, at, causes);
+    app_protocol(port, at, causes);
+}
+
+/// A port's `appProtocol`, a qualified name when set.
+pub(super) fn app_protocol(port: &Value, at: &str, causes: &mut Vec<Cause>) {
     if let Some(protocol) = port.get("appProtocol").and_then(Value::as_str)
         && let Err(message) = validate_qualified_name(protocol)
     {

@@ -252,7 +252,7 @@ const STANDARD_RESOURCES: &[&str] = &[
     "limits.memory",
     "limits.ephemeral-storage",
     "pods",
-    "quotas",
+    "resourcequotas",
     "services",
     "replicationcontrollers",
     "secrets",
@@ -267,7 +267,7 @@ const STANDARD_RESOURCES: &[&str] = &[
 /// kube's `integerResources`.
 const INTEGER_RESOURCES: &[&str] = &[
     "pods",
-    "quotas",
+    "resourcequotas",
     "services",
     "replicationcontrollers",
     "secrets",
@@ -1834,6 +1834,11 @@ fn is_hugepages(name: &str) -> bool {
     name.starts_with("hugepages-")
 }
 
+/// `IsQuotaHugePageResourceName`: `hugepages-<size>` or `requests.hugepages-<size>`.
+pub(super) fn is_quota_hugepages(name: &str) -> bool {
+    is_hugepages(name) || name.starts_with("requests.hugepages-")
+}
+
 /// `IsExtendedResourceName`.
 fn is_extended_resource(name: &str) -> bool {
     !is_native_resource(name)
@@ -1846,14 +1851,18 @@ pub(super) fn overcommit_allowed(name: &str) -> bool {
     is_native_resource(name) && !is_hugepages(name)
 }
 
-/// `validateResourceName`: a qualified name, standard unless it has a prefix.
+/// `validateResourceName`: a qualified name, standard unless it has a prefix. (kube prints
+/// the name of its own messages, a `core.ResourceName`, through its `String()`: unquoted.)
 pub(super) fn any_resource_name(name: &str, at: &str, causes: &mut Vec<Cause>) {
     if let Err(message) = validate_qualified_name(name) {
         causes.push(invalid(at, &go_quote(name), &message));
-    } else if !name.contains('/') && !STANDARD_RESOURCES.contains(&name) && !is_hugepages(name) {
+    } else if !name.contains('/')
+        && !STANDARD_RESOURCES.contains(&name)
+        && !is_quota_hugepages(name)
+    {
         causes.push(invalid(
             at,
-            &go_quote(name),
+            name,
             "must be a standard resource type or fully qualified",
         ));
     }
@@ -1861,20 +1870,20 @@ pub(super) fn any_resource_name(name: &str, at: &str, causes: &mut Vec<Cause>) {
 
 /// `validateContainerResourceName`.
 pub(super) fn resource_name(name: &str, at: &str, causes: &mut Vec<Cause>) {
-    let quoted = go_quote(name);
+    let quoted = name;
     any_resource_name(name, at, causes);
     if !name.contains('/') {
         if !matches!(name, "cpu" | "memory" | "ephemeral-storage") && !is_hugepages(name) {
             causes.push(invalid(
                 at,
-                &quoted,
+                quoted,
                 "must be a standard resource for containers",
             ));
         }
     } else if !is_native_resource(name) && !is_extended_resource(name) {
         causes.push(invalid(
             at,
-            &quoted,
+            quoted,
             "doesn't follow extended resource name standard",
         ));
     }
@@ -2268,7 +2277,7 @@ fn validate_handler(
 }
 
 /// `ValidatePortNumOrName` of an int-or-string port.
-fn port_num_or_name(port: Option<&Value>, at: &str, causes: &mut Vec<Cause>) {
+pub(super) fn port_num_or_name(port: Option<&Value>, at: &str, causes: &mut Vec<Cause>) {
     match port {
         Some(Value::String(name)) => {
             for message in port_name_messages(name) {
@@ -2704,13 +2713,12 @@ fn label_with_underscore_ok(label: &str) -> bool {
 /// forms (IPv4 parts with leading zeros, IPv4-mapped IPv6) the strict check refuses.
 pub(super) fn check_ip(at: &str, ip: &str, causes: &mut Vec<Cause>) {
     if !crate::strfmt::is_ip_sloppy(ip) {
-        causes.push(invalid(
-            at,
-            &go_quote(ip),
-            "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
-        ));
+        causes.push(invalid(at, &go_quote(ip), IP_MESSAGE));
     }
 }
+
+/// kube's `IsValidIP` message.
+pub(super) const IP_MESSAGE: &str = "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)";
 
 /// `ValidateTolerations`.
 pub(crate) fn tolerations(tolerations: &[Value], at: &str, causes: &mut Vec<Cause>) {

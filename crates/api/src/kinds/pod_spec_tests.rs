@@ -231,8 +231,8 @@ fn containers_follow_kubes_order_of_checks() {
         "spec.containers[0].volumeMounts[1].name: Not found: \"v\"",
         "spec.containers[0].volumeMounts[1].mountPath: Invalid value: \"/m\": must be unique",
         "spec.containers[0].resources.limits: Required value: Limit must be set for non overcommitable resources",
-        "spec.containers[0].resources.requests[gpu]: Invalid value: \"gpu\": must be a standard resource type or fully qualified",
-        "spec.containers[0].resources.requests[gpu]: Invalid value: \"gpu\": must be a standard resource for containers",
+        "spec.containers[0].resources.requests[gpu]: Invalid value: gpu: must be a standard resource type or fully qualified",
+        "spec.containers[0].resources.requests[gpu]: Invalid value: gpu: must be a standard resource for containers",
         "spec.containers[0].securityContext: Invalid value: {\"allowPrivilegeEscalation\":false,\"privileged\":true}: cannot set `allowPrivilegeEscalation` to false and `privileged` to true",
         "spec.containers[0].livenessProbe: Required value: must specify a handler type",
         "spec.containers[0].livenessProbe.successThreshold: Invalid value: 2: must be 1",
@@ -444,7 +444,7 @@ fn overhead_is_checked_as_container_limits() {
     assert_eq!(
         got[1..],
         [
-            "spec.overhead.limits[bad name]: Invalid value: \"bad name\": must be a standard resource for containers",
+            "spec.overhead.limits[bad name]: Invalid value: bad name: must be a standard resource for containers",
             "spec.overhead.limits[cpu]: Invalid value: \"-1\": must be greater than or equal to 0",
         ]
     );

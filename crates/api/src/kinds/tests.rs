@@ -801,31 +801,6 @@ fn a_job_selects_its_pods_by_its_uid_unless_it_selects_them_itself() {
     assert!(manual["spec"].get("selector").is_none());
 }
 
-#[test]
-fn service_ports_are_checked_before_anything_is_claimed() {
-    let service = |ports: Value| json!({"metadata": {"name": "s"}, "spec": {"ports": ports}});
-    assert_eq!(
-        causes("", "services", &service(json!([])), None),
-        ["spec.ports: Required value"]
-    );
-    let headless = json!({"metadata": {"name": "s"}, "spec": {"clusterIP": "None"}});
-    assert!(causes("", "services", &headless, None).is_empty());
-    let ports = service(json!([
-        {"name": "a", "port": 99999, "protocol": "BOGUS", "targetPort": 80},
-        {"port": 80, "protocol": "TCP", "targetPort": "http"},
-        {"name": "a", "port": 81, "protocol": "UDP", "targetPort": 0}]));
-    assert_eq!(
-        causes("", "services", &ports, None),
-        [
-            "spec.ports[0].port: Invalid value: 99999: must be between 1 and 65535, inclusive",
-            "spec.ports[0].protocol: Unsupported value: \"BOGUS\": supported values: \"SCTP\", \"TCP\", \"UDP\"",
-            "spec.ports[1].name: Required value",
-            "spec.ports[2].name: Duplicate value: \"a\"",
-            "spec.ports[2].targetPort: Invalid value: 0: must be between 1 and 65535, inclusive",
-        ]
-    );
-}
-
 /// `ValidatePodTemplateSpec`: a template's labels and annotations are checked as an object's,
 /// at `spec.template.labels` (kube's path: the embedded `ObjectMeta` adds no `metadata`), before
 /// its spec; the same for a PodTemplate's `template`.

@@ -18,9 +18,6 @@
 //!     redacted>": <Go's json error>`); once `immutable` is true,
 //!     `immutable`, `data` and `binaryData` do not change (`data: Forbidden: field is immutable
 //!     when `immutable` is set`), and a Secret's `type` never changes.
-//!   - Service ports: present unless headless or `ExternalName`, named and unique when several,
-//!     ports and numeric target ports between 1 and 65535, protocol `TCP`, `UDP` or `SCTP`
-//!     (checked before any address or node port is claimed).
 //!   - Pod specs (pods and every template, CronJobs' job templates included — but a
 //!     StatefulSet's, which kube leaves unchecked but for its restart policy and
 //!     `activeDeadlineSeconds`, its volume claim templates being volumes it does not list): kube's
@@ -60,7 +57,6 @@ use serde_json::{Map, Value};
 use super::pod_spec;
 use crate::field::{Cause, forbidden, go_quote, invalid, not_supported, required};
 use crate::label_selector::label_selector_matches;
-use crate::names::validate_dns1123_label;
 use crate::resources::ResourceDef;
 
 /// kube's detail for a field an immutable ConfigMap or Secret may not change.
@@ -311,7 +307,6 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>, causes: 
                 }
             }
         }
-        ("", "Service") => service_ports(object, causes),
         ("batch", "Job") => {
             for field in ["parallelism", "completions", "backoffLimit"] {
                 nonnegative(object, field, causes);
@@ -571,61 +566,6 @@ pub(super) fn go_selector(selector: Option<&Value>) -> String {
         "v1.LabelSelector{{MatchLabels:{}, MatchExpressions:{expressions}}}",
         go_string_map(selector.get("matchLabels"))
     )
-}
-
-/// A Service's ports (`ValidateService`'s `validateServicePort`): there are some unless the
-/// Service is headless or an `ExternalName`; named (DNS labels, unique) when more than one;
-/// port numbers and numeric target ports between 1 and 65535; a protocol kube supports.
-fn service_ports(object: &Value, causes: &mut Vec<Cause>) {
-    let spec = object.get("spec");
-    let ports: &[Value] = spec
-        .and_then(|s| s.get("ports"))
-        .and_then(Value::as_array)
-        .map_or(&[], Vec::as_slice);
-    let text = |key: &str| spec.and_then(|s| s.get(key)).and_then(Value::as_str);
-    let headless = text("clusterIP") == Some("None");
-    if ports.is_empty() && !headless && text("type") != Some("ExternalName") {
-        causes.push(required("spec.ports", ""));
-    }
-    let mut names: Vec<&str> = Vec::new();
-    for (index, port) in ports.iter().enumerate() {
-        let at = format!("spec.ports[{index}]");
-        let name = port.get("name").and_then(Value::as_str).unwrap_or("");
-        if ports.len() > 1 && name.is_empty() {
-            causes.push(required(&format!("{at}.name"), ""));
-        } else if !name.is_empty() {
-            if let Err(message) = validate_dns1123_label(name) {
-                causes.push(invalid(&format!("{at}.name"), &go_quote(name), &message));
-            }
-            if names.contains(&name) {
-                causes.push(crate::field::duplicate(
-                    &format!("{at}.name"),
-                    &go_quote(name),
-                ));
-            } else {
-                names.push(name);
-            }
-        }
-        let number = port.get("port").and_then(Value::as_i64).unwrap_or(0);
-        if !(1..=65535).contains(&number) {
-            causes.push(invalid(
-                &format!("{at}.port"),
-                &number.to_string(),
-                "must be between 1 and 65535, inclusive",
-            ));
-        }
-        let protocol = port.get("protocol").and_then(Value::as_str);
-        pod_spec::port_protocol(protocol.filter(|p| !p.is_empty()), &at, causes);
-        if let Some(target) = port.get("targetPort").and_then(Value::as_i64)
-            && !(1..=65535).contains(&target)
-        {
-            causes.push(invalid(
-                &format!("{at}.targetPort"),
-                &target.to_string(),
-                "must be between 1 and 65535, inclusive",
-            ));
-        }
-    }
 }
 
 /// `ValidateConfigMap` and `ValidateConfigMapUpdate`.

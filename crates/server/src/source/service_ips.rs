@@ -58,16 +58,16 @@
 //!   ranges (`--service-cluster-ip-range=<v4>,<v6>`), a dual-stack Service gets an address of
 //!   each, and an update to a dual-stack policy adds the second address (`SingleStack` again
 //!   drops it).
-//! - **Validation** (422, kube-apiserver's field errors): the address fields'
-//!   (`ValidateServiceClusterIPsRelatedFields`), and of `ValidateServiceUpdate` /
-//!   `ValidateService` what guards allocation: `clusterIPs` and `ipFamilies` may not change
-//!   once set (but to or from `ExternalName`, or adding or releasing a dual-stack secondary);
-//!   `healthCheckNodePort` is immutable while needed and may only be set when needed;
-//!   `ExternalName` Services may not have addresses, families or a policy and need
-//!   `externalName`; `nodePort` may not be used with `ClusterIP`, nor one node port twice for
-//!   one protocol; `allocateLoadBalancerNodePorts` only with `LoadBalancer`;
-//!   `externalTrafficPolicy` only for externally accessible Services; `NodePort` and
-//!   `LoadBalancer` Services may not be headless.
+//! - **Validation**: [`prepare`] refuses with the address fields' errors alone
+//!   (`watchkeeper_api::kinds::services::cluster_ips_related`, as kube-apiserver's
+//!   `initIPFamilyFields` does before it allocates), then clears what a type change leaves
+//!   without use (`dropTypeDependentFields`, which kube's strategy runs after allocation: it
+//!   clears only what allocation does not look at). The write path then refuses an asked
+//!   address or node port outside its range ([`Allocators::out_of_range`], kube's allocator's
+//!   422 or 500), then validates the whole Service (`watchkeeper_api::kinds::services`,
+//!   kube's `ValidateService` / `ValidateServiceUpdate`) before anything is claimed, so an
+//!   invalid Service claims nothing; an asked address or port that is taken is refused at
+//!   the claim.
 //! - Dynamic allocation prefers the upper part of a range, as kube-apiserver's static subranges
 //!   do (the first `min(max(16, size / 16), 256)` addresses, `min(max(16, size / 32), 128)`
 //!   ports, are left for values clients choose), taking the lowest free value there, then the
@@ -79,10 +79,10 @@
 //!   `IPv4` whatever the range) is read by an update with the families of its `clusterIPs`
 //!   (as kube-apiserver's `defaultOnReadIPFamilies` fills missing ones), so the update repairs
 //!   it instead of failing validation.
-//! - Not done: the rest of `ValidateService` (port names and numbers, selectors, session
-//!   affinity, external IPs, a required `externalTrafficPolicy`); `defaultOnRead` on reads
-//!   (GET and watch show a stored Service as it is); the `duplicate nodePort` 500 of
-//!   `updateNodePorts`. Deviations: an
+//! - Not done: `defaultOnRead` on reads (GET and watch show a stored Service as it is); the
+//!   `duplicate nodePort` 500 of `updateNodePorts`. Deviations: kube-apiserver allocates before
+//!   it validates, so where an asked address or node port is taken *and* the Service is
+//!   invalid, kube answers the refused claim and this server the validation's causes; an
 //!   `ExternalName` Service's stray `nodePort`s are not held (kube-apiserver neither allocates
 //!   nor releases them), so a change of it to `NodePort` claims them.
 
@@ -117,61 +117,11 @@ fn invalid(field: impl Into<String>, value: impl Display, detail: &str) -> Cause
     )
 }
 
-fn forbidden(field: impl Into<String>, detail: &str) -> Cause {
-    (
-        field.into(),
-        format!("Forbidden: {detail}"),
-        "FieldValueForbidden".to_owned(),
-    )
-}
-
-fn required(field: impl Into<String>) -> Cause {
-    (
-        field.into(),
-        "Required value".to_owned(),
-        "FieldValueRequired".to_owned(),
-    )
-}
-
-fn duplicate(field: impl Into<String>, value: impl Display) -> Cause {
-    (
-        field.into(),
-        format!("Duplicate value: {value}"),
-        "FieldValueDuplicate".to_owned(),
-    )
-}
-
-fn not_supported(field: impl Into<String>, value: &str, supported: &[&str]) -> Cause {
-    let supported: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
-    (
-        field.into(),
-        format!(
-            "Unsupported value: {value:?}: supported values: {}",
-            supported.join(", ")
-        ),
-        "FieldValueNotSupported".to_owned(),
-    )
-}
-
 /// Go's `%#v` of a `[]string` (`nil` when absent), as a field error quotes `clusterIPs`.
 #[must_use]
 pub fn go_strings(values: Option<&[String]>) -> String {
-    go_slice("string", values)
-}
-
-/// Go's `%#v` of a `[]core.IPFamily`.
-fn go_families(values: Option<&[String]>) -> String {
-    go_slice("core.IPFamily", values)
-}
-
-fn go_slice(kind: &str, values: Option<&[String]>) -> String {
-    match values {
-        None => format!("[]{kind}(nil)"),
-        Some(values) => {
-            let quoted: Vec<String> = values.iter().map(|v| format!("{v:?}")).collect();
-            format!("[]{kind}{{{}}}", quoted.join(", "))
-        }
-    }
+    let borrowed: Option<Vec<&str>> = values.map(|v| v.iter().map(String::as_str).collect());
+    watchkeeper_api::kinds::services::go_strings(borrowed.as_deref())
 }
 
 /// A field error's value for a pointer to a string (`ipFamilyPolicy`): `null` or quoted.
@@ -300,20 +250,6 @@ fn needs_health_check(service: &Value) -> bool {
     kind(service) == LOAD_BALANCER && text(service, "externalTrafficPolicy") == "Local"
 }
 
-/// `isHeadlessService`: `clusterIPs` is exactly `["None"]`.
-fn headless(service: &Value) -> bool {
-    listed(service, "clusterIPs") == [NONE]
-}
-
-/// `ExternallyAccessible`.
-fn externally_accessible(service: &Value) -> bool {
-    match kind(service) {
-        NODE_PORT | LOAD_BALANCER => true,
-        CLUSTER_IP => !listed(service, "externalIPs").is_empty(),
-        _ => false,
-    }
-}
-
 /// The node ports a Service's ports name (nonzero ones).
 fn named_node_ports(service: &Value) -> HashSet<u64> {
     ports(service)
@@ -396,7 +332,18 @@ pub fn prepare(
         patch_allocated_values(old, new);
     }
     normalize_cluster_ips(old, new);
-    init_ip_families(old, new, families)
+    init_ip_families(old, new, families)?;
+    // kube's strategy runs these after allocation (`PrepareForUpdate`); they clear only what
+    // the new type does not use, which allocation does not look at, so they run before the
+    // validation that precedes the claims here.
+    if let Some(old) = old {
+        drop_type_dependent_fields(old, new);
+    }
+    if kind(new) == EXTERNAL_NAME {
+        // kube-apiserver defaulted it once for ExternalName Services and hides it on read.
+        remove(new, "internalTrafficPolicy");
+    }
+    Ok(())
 }
 
 /// A stored Service as the registry reads it (kube-apiserver's `defaultOnReadIPFamilies`, for
@@ -541,7 +488,7 @@ fn init_ip_families(
         };
         set(new, "ipFamilyPolicy", json!(chosen));
     }
-    let errors = validate_cluster_ips_related(new);
+    let errors = watchkeeper_api::kinds::services::cluster_ips_related(new);
     if !errors.is_empty() {
         return Err(errors);
     }
@@ -655,121 +602,6 @@ fn init_ip_families(
     }
     set_list(new, "ipFamilies", &named);
     Ok(())
-}
-
-/// `ValidateServiceClusterIPsRelatedFields`.
-fn validate_cluster_ips_related(service: &Value) -> Vec<Cause> {
-    let mut errors = Vec::new();
-    if kind(service) == EXTERNAL_NAME {
-        return errors;
-    }
-    let ip = text(service, "clusterIP");
-    let ips = list(service, "clusterIPs");
-    let listed_ips = ips.clone().unwrap_or_default();
-    let quoted = go_strings(ips.as_deref());
-    if !ip.is_empty() {
-        if listed_ips.is_empty() {
-            errors.push(required("spec.clusterIPs"));
-        } else if listed_ips[0] != ip {
-            errors.push(invalid(
-                "spec.clusterIPs",
-                &quoted,
-                "first value must match `clusterIP`",
-            ));
-        }
-    } else if !listed_ips.is_empty() {
-        errors.push(invalid(
-            "spec.clusterIPs",
-            &quoted,
-            "must be empty when `clusterIP` is not specified",
-        ));
-    }
-    let mut seen = HashSet::new();
-    for (i, family) in listed(service, "ipFamilies").iter().enumerate() {
-        let field = format!("spec.ipFamilies[{i}]");
-        if Family::parse(family).is_none() {
-            errors.push(not_supported(&field, family, &["IPv4", "IPv6"]));
-        }
-        if !seen.insert(family.clone()) {
-            errors.push(duplicate(&field, format!("{family:?}")));
-        }
-    }
-    if let Some(chosen) = policy(service)
-        && ![SINGLE_STACK, PREFER_DUAL_STACK, REQUIRE_DUAL_STACK].contains(&chosen)
-    {
-        errors.push(not_supported(
-            "spec.ipFamilyPolicy",
-            chosen,
-            &[PREFER_DUAL_STACK, REQUIRE_DUAL_STACK, SINGLE_STACK],
-        ));
-    }
-    let mut bad = false;
-    for (i, address) in listed_ips.iter().enumerate() {
-        if i == 0 && address == NONE {
-            if listed_ips.len() > 1 {
-                bad = true;
-                errors.push(invalid(
-                    "spec.clusterIPs",
-                    &quoted,
-                    "'None' must be the first and only value",
-                ));
-            }
-            continue;
-        }
-        if address.parse::<IpAddr>().is_err() {
-            bad = true;
-            errors.push(invalid(
-                format!("spec.clusterIPs[{i}]"),
-                format!("{address:?}"),
-                "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
-            ));
-        }
-    }
-    if listed_ips.len() > 2 {
-        errors.push(invalid(
-            "spec.clusterIPs",
-            &quoted,
-            "may only hold up to 2 values",
-        ));
-    }
-    if bad {
-        return errors;
-    }
-    if listed_ips.len() > 1 {
-        let families: HashSet<Family> = listed_ips
-            .iter()
-            .filter_map(|a| a.parse().ok().map(Family::of))
-            .collect();
-        if listed_ips.len() != 2 || families.len() != 2 {
-            errors.push(invalid(
-                "spec.clusterIPs",
-                &quoted,
-                "may specify no more than one IP for each IP family",
-            ));
-        }
-    }
-    let named = listed(service, "ipFamilies");
-    if !headless(service) && !listed_ips.is_empty() && !named.is_empty() {
-        for (i, address) in listed_ips.iter().enumerate() {
-            let Some(name) = named.get(i) else {
-                break;
-            };
-            let Ok(parsed) = address.parse::<IpAddr>() else {
-                continue;
-            };
-            let expected = match name.as_str() {
-                "IPv4" if parsed.is_ipv6() => "IPv4",
-                "IPv6" if !parsed.is_ipv6() => "IPv6",
-                _ => continue,
-            };
-            errors.push(invalid(
-                format!("spec.clusterIPs[{i}]"),
-                format!("{address:?}"),
-                &format!("expected an {expected} value as indicated by `ipFamilies[{i}]`"),
-            ));
-        }
-    }
-    errors
 }
 
 /// An address a write claims: of this family, the asked one or any.
@@ -984,32 +816,6 @@ pub fn set_node_ports(service: &mut Value, claims: &[PortClaim]) {
     }
 }
 
-/// What a create or update does once its claims are made (kube-apiserver's strategy:
-/// `dropTypeDependentFields` on update, then validation).
-///
-/// # Errors
-/// The field errors of a 422.
-pub fn finish(old: Option<&Value>, new: &mut Value) -> Result<(), Vec<Cause>> {
-    if !new.get("spec").is_some_and(Value::is_object) {
-        return Ok(());
-    }
-    let old = old.map(read_default);
-    let old = old.as_deref();
-    if let Some(old) = old {
-        drop_type_dependent_fields(old, new);
-    }
-    if kind(new) == EXTERNAL_NAME {
-        // kube-apiserver defaulted it once for ExternalName Services and hides it on read.
-        remove(new, "internalTrafficPolicy");
-    }
-    let errors = validate(old, new);
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(errors)
-    }
-}
-
 /// `dropTypeDependentFields`: what a type change leaves without use is cleared, when the
 /// update did not also change it (a changed value is the client's, and validation judges it).
 fn drop_type_dependent_fields(old: &Value, new: &mut Value) {
@@ -1061,200 +867,13 @@ fn drop_type_dependent_fields(old: &Value, new: &mut Value) {
     }
 }
 
-/// What kube-apiserver's `ValidateServiceUpdate` and `ValidateService` check of the fields
-/// allocation depends on (see the module docs), in their order.
-fn validate(old: Option<&Value>, new: &Value) -> Vec<Cause> {
-    let mut errors = Vec::new();
-    if let Some(old) = old {
-        validate_cluster_ips_update(old, new, &mut errors);
-        validate_families_update(old, new, &mut errors);
-        if needs_health_check(old)
-            && needs_health_check(new)
-            && health_port(old) != health_port(new)
-        {
-            errors.push(forbidden("spec.healthCheckNodePort", "field is immutable"));
-        }
-    }
-    let service_type = kind(new);
-    match service_type {
-        LOAD_BALANCER | NODE_PORT if headless(new) => errors.push(invalid(
-            "spec.clusterIPs[0]",
-            format!("{NONE:?}"),
-            &format!("may not be set to 'None' for {service_type} services"),
-        )),
-        EXTERNAL_NAME => {
-            for field in ["clusterIPs", "ipFamilies"] {
-                if !listed(new, field).is_empty() {
-                    errors.push(forbidden(
-                        format!("spec.{field}"),
-                        "may not be set for ExternalName services",
-                    ));
-                }
-            }
-            if policy(new).is_some() {
-                errors.push(forbidden(
-                    "spec.ipFamilyPolicy",
-                    "may not be set for ExternalName services",
-                ));
-            }
-            let name = text(new, "externalName");
-            let name = name.strip_suffix('.').unwrap_or(name);
-            if name.is_empty() {
-                errors.push(required("spec.externalName"));
-            } else if let Err(why) = watchkeeper_api::meta::validate_dns1123_subdomain(name) {
-                errors.push(invalid("spec.externalName", format!("{name:?}"), &why));
-            }
-        }
-        _ => {}
-    }
-    if service_type == CLUSTER_IP {
-        for (i, port) in ports(new).iter().enumerate() {
-            if node_port(port) != 0 {
-                errors.push(forbidden(
-                    format!("spec.ports[{i}].nodePort"),
-                    "may not be used when `type` is 'ClusterIP'",
-                ));
-            }
-        }
-    }
-    let mut node_ports = HashSet::new();
-    for (i, port) in ports(new).iter().enumerate() {
-        let number = node_port(port);
-        if number == 0 {
-            continue;
-        }
-        let protocol = port
-            .get("protocol")
-            .and_then(Value::as_str)
-            .unwrap_or("TCP");
-        if !node_ports.insert((protocol.to_owned(), number)) {
-            errors.push(duplicate(format!("spec.ports[{i}].nodePort"), number));
-        }
-    }
-    if service_type != LOAD_BALANCER
-        && spec(new)
-            .and_then(|s| s.get("allocateLoadBalancerNodePorts"))
-            .is_some_and(|v| !v.is_null())
-    {
-        errors.push(forbidden(
-            "spec.allocateLoadBalancerNodePorts",
-            "may only be used when `type` is 'LoadBalancer'",
-        ));
-    }
-    let policy = text(new, "externalTrafficPolicy");
-    if !externally_accessible(new) && !policy.is_empty() {
-        errors.push(invalid(
-            "spec.externalTrafficPolicy",
-            format!("{policy:?}"),
-            "may only be set for externally-accessible services",
-        ));
-    }
-    let health = health_port(new);
-    if !needs_health_check(new) {
-        if health != 0 {
-            errors.push(invalid(
-                "spec.healthCheckNodePort",
-                health,
-                "may only be set when `type` is 'LoadBalancer' and `externalTrafficPolicy` is 'Local'",
-            ));
-        }
-    } else if health == 0 {
-        errors.push(required("spec.healthCheckNodePort"));
-    } else if health > 65535 {
-        errors.push(invalid(
-            "spec.healthCheckNodePort",
-            health,
-            "must be between 1 and 65535, inclusive",
-        ));
-    }
-    errors
-}
-
-/// `validateUpgradeDowngradeClusterIPs`.
-fn validate_cluster_ips_update(old: &Value, new: &Value, errors: &mut Vec<Cause>) {
-    if !needs_cluster_ip(old) || !needs_cluster_ip(new) || (headless(old) && headless(new)) {
-        return;
-    }
-    let (before, after) = (listed(old, "clusterIPs"), listed(new, "clusterIPs"));
-    let quoted = go_strings(list(new, "clusterIPs").as_deref());
-    let changed = |errors: &mut Vec<Cause>, i: usize| {
-        errors.push(invalid(
-            format!("spec.clusterIPs[{i}]"),
-            &quoted,
-            "may not change once set",
-        ));
-    };
-    if before.len() == after.len() {
-        for i in (0..before.len()).filter(|i| before[*i] != after[*i]) {
-            changed(errors, i);
-        }
-    } else if before.len() > after.len() {
-        if after.is_empty() {
-            errors.push(invalid(
-                "spec.clusterIPs[0]",
-                &quoted,
-                "primary clusterIP can not be unset",
-            ));
-        } else if after[0] != before[0] {
-            changed(errors, 0);
-        }
-        if after.len() == 1 && policy(new) != Some(SINGLE_STACK) {
-            errors.push(invalid(
-                "spec.ipFamilyPolicy",
-                go_pointer(policy(new)),
-                "must be set to 'SingleStack' when releasing the secondary clusterIP",
-            ));
-        }
-    } else if !before.is_empty() && after[0] != before[0] {
-        changed(errors, 0);
-    }
-}
-
-/// `validateUpgradeDowngradeIPFamilies` (its paths and values as kube-apiserver has them).
-fn validate_families_update(old: &Value, new: &Value, errors: &mut Vec<Cause>) {
-    if !needs_cluster_ip(old) || !needs_cluster_ip(new) || headless(old) || headless(new) {
-        return;
-    }
-    let (before, after) = (listed(old, "ipFamilies"), listed(new, "ipFamilies"));
-    let families = go_families(list(new, "ipFamilies").as_deref());
-    let addresses = go_strings(list(new, "clusterIPs").as_deref());
-    if before.len() == after.len() {
-        for _ in (0..before.len()).filter(|i| before[*i] != after[*i]) {
-            errors.push(invalid(
-                "spec.ipFamilies[0]",
-                &families,
-                "may not change once set",
-            ));
-        }
-    } else if before.len() > after.len() {
-        if listed(new, "clusterIPs").is_empty() {
-            errors.push(invalid(
-                "spec.ipFamilies[0]",
-                &families,
-                "primary ipFamily can not be unset",
-            ));
-        }
-        if !after.is_empty() && after[0] != before[0] {
-            errors.push(invalid(
-                "spec.ipFamilies[0]",
-                &addresses,
-                "may not change once set",
-            ));
-        }
-        if after.len() == 1 && policy(new) != Some(SINGLE_STACK) {
-            errors.push(invalid(
-                "spec.ipFamilyPolicy",
-                go_pointer(policy(new)),
-                "must be set to 'SingleStack' when releasing the secondary ipFamily",
-            ));
-        }
-    } else if !before.is_empty() && !after.is_empty() && after[0] != before[0] {
-        errors.push(invalid(
-            "spec.ipFamilies[0]",
-            &addresses,
-            "may not change once set",
-        ));
-    }
+/// An asked value outside the configured ranges ([`Allocators::out_of_range`]).
+#[derive(Debug)]
+pub enum OutOfRange<'a> {
+    /// An address, outside the range of its family.
+    Ip(&'a ServiceIps, IpAddr),
+    /// A node port (of a port, or the health check's).
+    Port(Slot, u64),
 }
 
 /// The allocators of a server: a range of addresses per configured family (the primary
@@ -1277,6 +896,29 @@ impl Allocators {
                 .collect(),
             ports: NodePorts::new(ports.0, ports.1, prefix),
         }
+    }
+
+    /// The first asked address (`ips`), then node port (`ports`), of a write that lies
+    /// outside its range, in the order the claims are made: kube-apiserver's allocator
+    /// refuses it before the Service is validated, so the write path checks it then (whether
+    /// it is taken is known only at the claim).
+    #[must_use]
+    pub fn out_of_range(&self, ips: &[IpRequest], ports: &[PortRequest]) -> Option<OutOfRange<'_>> {
+        for (family, asked) in ips {
+            if let (Some(range), Some(ip)) = (self.ips(*family), asked)
+                && range.offset(*ip).is_none()
+            {
+                return Some(OutOfRange::Ip(range, *ip));
+            }
+        }
+        ports.iter().find_map(|request| match request.ask {
+            Ask::This(port)
+                if !(u64::from(self.ports.first)..=u64::from(self.ports.last)).contains(&port) =>
+            {
+                Some(OutOfRange::Port(request.slot, port))
+            }
+            _ => None,
+        })
     }
 
     /// The configured families, the primary first.
@@ -1878,7 +1520,6 @@ mod tests {
         prepare(Some(&stored), &mut new, &[Family::V6]).unwrap();
         assert_eq!(new["spec"]["ipFamilies"], json!(["IPv6"]));
         assert!(ip_requests(Some(&stored), &new).is_empty());
-        finish(Some(&stored), &mut new).unwrap();
         assert_eq!(new["spec"]["clusterIPs"], json!(["fd00::101"]));
     }
 
@@ -2078,13 +1719,25 @@ mod tests {
             "ports": [{"port": 80, "nodePort": 30001}]}));
         let mut old_lb = old.clone();
         old_lb["status"] = json!({"loadBalancer": {"ingress": [{"ip": "1.2.3.4"}]}});
+        let def = watchkeeper_api::resources::builtin_resources()
+            .into_iter()
+            .find(|d| d.group.is_empty() && d.plural == "services")
+            .unwrap();
+        // Prepared, then validated as the write path does.
         let finished = |spec_change: Value| {
             let mut new = old_lb.clone();
             for (key, value) in spec_change.as_object().unwrap() {
                 new["spec"][key] = value.clone();
             }
+            watchkeeper_api::defaults::apply_defaults(&def, &mut new);
             prepare(Some(&old_lb), &mut new, V4).unwrap();
-            finish(Some(&old_lb), &mut new).map(|()| new)
+            let mut causes = Vec::new();
+            watchkeeper_api::kinds::services::validate(&new, Some(&old_lb), &mut causes);
+            if causes.is_empty() {
+                Ok(new)
+            } else {
+                Err(causes)
+            }
         };
         let cluster_ip = finished(json!({"type": "ClusterIP"})).unwrap();
         let spec = &cluster_ip["spec"];
@@ -2137,6 +1790,33 @@ mod tests {
             messages(finished(json!({"type": "ExternalName"}))),
             ["spec.externalName: Required value"]
         );
+    }
+
+    /// Goal: what kube-apiserver's allocator refuses before validation: the first asked
+    /// address outside its family's range, then the first asked node port outside the range.
+    #[test]
+    fn asked_values_outside_the_ranges_are_found_before_the_claims() {
+        let allocators = Allocators::new(
+            &[IpRange::parse("10.0.0.0/24").unwrap()],
+            (30000, 32767),
+            "/registry",
+        );
+        let this = |slot, port| PortRequest {
+            slot,
+            ask: Ask::This(port),
+        };
+        let inside = [(Family::V4, Some("10.0.0.9".parse().unwrap()))];
+        let outside = [(Family::V4, Some("10.1.0.9".parse().unwrap()))];
+        let ports = [this(Slot::Port(0), 30001), this(Slot::Health, 99999)];
+        assert!(allocators.out_of_range(&inside, &ports[..1]).is_none());
+        assert!(matches!(
+            allocators.out_of_range(&outside, &ports),
+            Some(OutOfRange::Ip(_, ip)) if ip.to_string() == "10.1.0.9"
+        ));
+        assert!(matches!(
+            allocators.out_of_range(&inside, &ports),
+            Some(OutOfRange::Port(Slot::Health, 99999))
+        ));
     }
 
     /// Goal: node ports as kube-apiserver allocates them: from above the static band of 86

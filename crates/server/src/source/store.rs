@@ -92,7 +92,7 @@ use crate::source::plugin_admission;
 use crate::source::pod_toleration_restriction;
 use crate::source::read::{self, Freshness, PathCounters};
 use crate::source::resource_quota::{self, Quantity};
-use crate::source::service_ips::{self, Allocators, Refused};
+use crate::source::service_ips::{self, Allocators, NodePorts, OutOfRange, Refused, ServiceIps};
 use crate::source::{object_admission, pod_admission, pod_security, policy_admission};
 
 /// Attempts of a guaranteed update before it gives up with 409 (Kubernetes retries until the
@@ -1391,6 +1391,28 @@ impl Writer<'_> {
                     .unwrap_or_default();
                 ApiError::invalid(&resource.def, name, causes)
             })?;
+            // kube-apiserver's allocator refuses an asked address or node port outside its
+            // range before the Service is validated; what is taken is known at the claim.
+            let ips = service_ips::ip_requests(old, &object);
+            let ports = service_ips::port_requests(old, &object);
+            match allocators.out_of_range(&ips, &ports) {
+                Some(OutOfRange::Ip(range, ip)) => {
+                    let ip = ip.to_string();
+                    return Err(ip_refusal(
+                        resource,
+                        &object,
+                        range,
+                        &ip,
+                        Refused::NotInRange,
+                    ));
+                }
+                Some(OutOfRange::Port(slot, port)) => {
+                    let node_ports = allocators.ports();
+                    let why = Refused::NotInRange;
+                    return Err(port_refusal(resource, &object, node_ports, slot, port, why));
+                }
+                None => {}
+            }
         }
         if resource.def.group.is_empty() && resource.def.plural == "resourcequotas" {
             object = self.quota_with_usage(object);
@@ -2354,8 +2376,8 @@ impl Writer<'_> {
     /// The claims of a Service create (`old` absent) or update, once [`service_ips::prepare`]d
     /// (in [`Self::admit`]): the addresses and node ports `object` gets that `old` did not
     /// hold, set in `object`, with their records' compares and puts for the write's
-    /// transaction; then the type change's clearing and validation
-    /// ([`service_ips::finish`]). `rotate` starts the scans for free values.
+    /// transaction (validated before, in [`Self::admit`]). `rotate` starts the scans for
+    /// free values.
     async fn claim_service(
         &self,
         resource: &Resource,
@@ -2374,8 +2396,6 @@ impl Writer<'_> {
             .and_then(Value::as_str)
             .unwrap_or_default();
         let owner = format!("{namespace}/{name}");
-        let invalid =
-            |causes: Vec<service_ips::Cause>| ApiError::invalid(&resource.def, &name, causes);
         let ip_requests = service_ips::ip_requests(old, object);
         let port_requests = service_ips::port_requests(old, object);
         let mut claims = Vec::new();
@@ -2406,30 +2426,7 @@ impl Writer<'_> {
                         }
                         Err(why) => {
                             let ip = asked.map(|ip| ip.to_string()).unwrap_or_default();
-                            let why = if why == Refused::NotInRange {
-                                format!(
-                                    "the provided IP ({ip}) is not in the valid range. The range of valid IPs is {}",
-                                    ips.range()
-                                )
-                            } else {
-                                "provided IP is already allocated".to_owned()
-                            };
-                            let listed = object
-                                .pointer("/spec/clusterIPs")
-                                .and_then(Value::as_array)
-                                .map(|ips| {
-                                    ips.iter()
-                                        .map(|ip| ip.as_str().unwrap_or_default().to_owned())
-                                        .collect::<Vec<_>>()
-                                });
-                            return Err(invalid(vec![(
-                                "spec.clusterIPs".to_owned(),
-                                format!(
-                                    "Invalid value: {}: failed to allocate IP {ip}: {why}",
-                                    service_ips::go_strings(listed.as_deref())
-                                ),
-                                "FieldValueInvalid".to_owned(),
-                            )]));
+                            return Err(ip_refusal(resource, object, ips, &ip, why));
                         }
                     }
                 }
@@ -2448,37 +2445,11 @@ impl Writer<'_> {
                         return Ok(Claimed::Unseen(revision));
                     }
                     Err((slot, port, why)) => {
-                        let why = match why {
-                            Refused::NotInRange => format!(
-                                "provided port is not in the valid range. The range of valid ports is {}",
-                                node_ports.describe()
-                            ),
-                            Refused::Full => "range is full".to_owned(),
-                            _ => "provided port is already allocated".to_owned(),
-                        };
-                        return Err(match slot {
-                            // kube-apiserver answers a health check node port it can not
-                            // give with an internal error.
-                            service_ips::Slot::Health if port == 0 => ApiError::internal(format!(
-                                "failed to allocate a HealthCheck NodePort 0: {why}"
-                            )),
-                            service_ips::Slot::Health => ApiError::internal(format!(
-                                "failed to allocate requested HealthCheck NodePort {port}: {why}"
-                            )),
-                            service_ips::Slot::Port(_) if port == 0 => {
-                                ApiError::internal(format!("failed to allocate a nodePort: {why}"))
-                            }
-                            service_ips::Slot::Port(index) => invalid(vec![(
-                                format!("spec.ports[{index}].nodePort"),
-                                format!("Invalid value: {port}: {why}"),
-                                "FieldValueInvalid".to_owned(),
-                            )]),
-                        });
+                        return Err(port_refusal(resource, object, node_ports, slot, port, why));
                     }
                 }
             }
         }
-        service_ips::finish(old, object).map_err(invalid)?;
         Ok(Claimed::Claims(claims))
     }
 
@@ -4669,6 +4640,89 @@ impl StoreEvents {
             None => Item::Stopped(Stop::Restart("the store watch ended".to_owned())),
         }
     }
+}
+
+/// kube-apiserver's refusal of an asked cluster IP (`allocIPs`): 422 on `spec.clusterIPs`.
+fn ip_refusal(
+    resource: &Resource,
+    service: &Value,
+    ips: &ServiceIps,
+    ip: &str,
+    why: Refused,
+) -> ApiError {
+    let why = if why == Refused::NotInRange {
+        format!(
+            "the provided IP ({ip}) is not in the valid range. The range of valid IPs is {}",
+            ips.range()
+        )
+    } else {
+        "provided IP is already allocated".to_owned()
+    };
+    let listed = service
+        .pointer("/spec/clusterIPs")
+        .and_then(Value::as_array)
+        .map(|ips| {
+            ips.iter()
+                .map(|ip| ip.as_str().unwrap_or_default().to_owned())
+                .collect::<Vec<_>>()
+        });
+    let cause = (
+        "spec.clusterIPs".to_owned(),
+        format!(
+            "Invalid value: {}: failed to allocate IP {ip}: {why}",
+            service_ips::go_strings(listed.as_deref())
+        ),
+        "FieldValueInvalid".to_owned(),
+    );
+    ApiError::invalid(&resource.def, service_name(service), vec![cause])
+}
+
+/// kube-apiserver's refusal of a node port (`initNodePorts`, `allocHealthCheckNodePort`): 422
+/// on an asked port's `nodePort`, 500 for a health check node port or a full range.
+fn port_refusal(
+    resource: &Resource,
+    service: &Value,
+    node_ports: &NodePorts,
+    slot: service_ips::Slot,
+    port: u64,
+    why: Refused,
+) -> ApiError {
+    let why = match why {
+        Refused::NotInRange => format!(
+            "provided port is not in the valid range. The range of valid ports is {}",
+            node_ports.describe()
+        ),
+        Refused::Full => "range is full".to_owned(),
+        _ => "provided port is already allocated".to_owned(),
+    };
+    match slot {
+        // kube-apiserver answers a health check node port it can not give with an internal
+        // error.
+        service_ips::Slot::Health if port == 0 => ApiError::internal(format!(
+            "failed to allocate a HealthCheck NodePort 0: {why}"
+        )),
+        service_ips::Slot::Health => ApiError::internal(format!(
+            "failed to allocate requested HealthCheck NodePort {port}: {why}"
+        )),
+        service_ips::Slot::Port(_) if port == 0 => {
+            ApiError::internal(format!("failed to allocate a nodePort: {why}"))
+        }
+        service_ips::Slot::Port(index) => {
+            let cause = (
+                format!("spec.ports[{index}].nodePort"),
+                format!("Invalid value: {port}: {why}"),
+                "FieldValueInvalid".to_owned(),
+            );
+            ApiError::invalid(&resource.def, service_name(service), vec![cause])
+        }
+    }
+}
+
+fn service_name(service: &Value) -> &str {
+    service
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
