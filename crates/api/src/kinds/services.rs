@@ -472,7 +472,7 @@ fn source_ranges(service: &Value, causes: &mut Vec<Cause>) {
             causes.push(invalid(
                 &here,
                 &go_quote(value),
-                super::networking::CIDR_MESSAGE,
+                super::common::CIDR_MESSAGE,
             ));
         }
     }
