@@ -276,6 +276,21 @@ pub fn apply_defaults(def: &ResourceDef, object: &mut Value) {
 /// # Errors
 /// 422 Invalid, one cause per failure, in kube's wording.
 pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>) -> Result<(), ApiError> {
+    validate_write(def, "", object, old)
+}
+
+/// [`validate`] of a write through `subresource` (`""` for the main endpoint): the rules of
+/// some kinds depend on it (a CertificateSigningRequest's approval conditions and
+/// certificate, [`crate::certificates::validate`]).
+///
+/// # Errors
+/// 422 Invalid, one cause per failure, in kube's wording.
+pub fn validate_write(
+    def: &ResourceDef,
+    subresource: &str,
+    object: &Value,
+    old: Option<&Value>,
+) -> Result<(), ApiError> {
     if !def.is_builtin() {
         return Ok(());
     }
@@ -289,6 +304,9 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>) -> Resul
         ("batch", "CronJob") => batch::cron_job(object, old, &mut causes),
         ("", "PersistentVolumeClaim") => storage::claim(object, old, &mut causes),
         ("", "PersistentVolume") => persistent_volumes::validate(object, old, &mut causes),
+        ("certificates.k8s.io", "CertificateSigningRequest") => {
+            crate::certificates::validate(subresource, object, old, &mut causes);
+        }
         ("storage.k8s.io", "StorageClass") => storage::storage_class(object, old, &mut causes),
         ("", "LimitRange") => limit_range::validate(object, &mut causes),
         ("", "Node") => nodes::node(object, &mut causes),
