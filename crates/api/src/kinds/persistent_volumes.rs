@@ -277,12 +277,14 @@ fn clean_is_root(path: &str) -> bool {
         && path
             .split('/')
             .filter(|part| !part.is_empty() && *part != ".")
-            .fold(Some(0usize), |depth, part| match (depth, part) {
-                (Some(d), "..") => Some(d.saturating_sub(1)),
-                (Some(d), _) => Some(d + 1),
-                (None, _) => None,
+            .fold(0usize, |depth, part| {
+                if part == ".." {
+                    depth.saturating_sub(1)
+                } else {
+                    depth + 1
+                }
             })
-            == Some(0)
+            == 0
 }
 
 /// The rules of one persistent volume source `key`.
