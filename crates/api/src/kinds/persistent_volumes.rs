@@ -17,7 +17,8 @@
 //!   63 characters), volume handle and secret references (name a DNS subdomain, namespace a
 //!   DNS label), local's path (no `..`) with a node affinity, fc's WWNs / WWIDs and LUN,
 //!   flocker's dataset, quobyte's registry and volume, flexVolume's driver and reserved option
-//!   namespaces, and the required fields of the other in-tree sources.
+//!   namespaces, iscsi's portal, IQN / EUI / NAA names (kube's patterns), LUN and CHAP secret,
+//!   and the required fields of the other in-tree sources.
 //! - A node affinity has `required` node selector terms, each a valid node selector term.
 //! - The mount options annotation `volume.beta.kubernetes.io/mount-options` only on the
 //!   sources kube allows it for.
@@ -32,12 +33,15 @@
 //! - The diff after the immutable-source message is [`super::go_struct_diff`]'s (field names
 //!   with a capital first letter, values as JSON), not go-cmp's; Go structs kube prints as
 //!   invalid values (the capacity map, the node affinity) print as their JSON.
-//! - Not checked: iSCSI's IQN / EUI / NAA formats and CHAP secrets, Azure disks' caching
+//! - Not checked: Azure disks' caching
 //!   modes, kinds and URIs, StorageOS' DNS labels, Cinder's and CephFS' secret references'
 //!   namespaces; `volumeAttributesClassName` (behind kube 1.33's disabled
 //!   `VolumeAttributesClass` gate). The status subresource's rules (kube checks only
 //!   metadata there) need nothing more.
 
+use std::sync::LazyLock;
+
+use regex::Regex;
 use serde_json::{Map, Value};
 
 use super::access::{get, list, text};
@@ -120,15 +124,19 @@ const BETA_TO_GA: [(&str, &str); 3] = [
 /// The causes of the PersistentVolume `object` (updating `old`).
 pub(super) fn validate(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
     let spec = object.get("spec").unwrap_or(&Value::Null);
-    spec_causes(spec, causes);
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    spec_causes(spec, name, causes);
     mount_options(object, spec, causes);
     if let Some(old) = old {
         update(spec, old.get("spec").unwrap_or(&Value::Null), causes);
     }
 }
 
-/// `ValidatePersistentVolumeSpec` for a volume that is not inline.
-fn spec_causes(spec: &Value, causes: &mut Vec<Cause>) {
+/// `ValidatePersistentVolumeSpec` for a volume that is not inline, named `name`.
+fn spec_causes(spec: &Value, name: &str, causes: &mut Vec<Cause>) {
     let modes = list(spec, "accessModes");
     if modes.is_empty() {
         causes.push(required("spec.accessModes", ""));
@@ -188,7 +196,11 @@ fn spec_causes(spec: &Value, causes: &mut Vec<Cause>) {
             continue;
         }
         count += 1;
-        volume_source(key, source, causes);
+        if key == "iscsi" {
+            iscsi(source, name, causes);
+        } else {
+            volume_source(key, source, causes);
+        }
         if key == "local" && affinity.is_none() {
             causes.push(required(
                 "spec.nodeAffinity",
@@ -380,6 +392,81 @@ fn volume_source(key: &str, source: &Value, causes: &mut Vec<Cause>) {
                 }
             }
         }
+    }
+}
+
+/// kube's `iscsiInitiatorIqnRegex`, `...EuiRegex` and `...NaaRegex` (Go's `\s` is ASCII).
+static IQN: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"iqn\.\d{4}-\d{2}\.([[:alnum:]-.]+)(:[^,;*&$|\t\n\x0C\r ]+)$")
+        .expect("a fixed pattern")
+});
+static EUI: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^eui.[[:alnum:]]{16}$").expect("a fixed pattern"));
+static NAA: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^naa.[[:alnum:]]{32}$").expect("a fixed pattern"));
+
+/// Whether `name` is an iSCSI name kube accepts; `None` when it has none of the prefixes
+/// `iqn`, `eui` and `naa`.
+fn iscsi_name_ok(name: &str) -> Option<bool> {
+    if name.starts_with("iqn") {
+        Some(IQN.is_match(name))
+    } else if name.starts_with("eui") {
+        Some(EUI.is_match(name))
+    } else if name.starts_with("naa") {
+        Some(NAA.is_match(name))
+    } else {
+        None
+    }
+}
+
+/// `validateISCSIPersistentVolumeSource` of the volume named `volume`.
+fn iscsi(source: &Value, volume: &str, causes: &mut Vec<Cause>) {
+    const HERE: &str = "spec.iscsi";
+    const FORMAT: &str = "must be valid format";
+    let portal = text(source, "targetPortal");
+    if portal.is_empty() {
+        causes.push(required(&format!("{HERE}.targetPortal"), ""));
+    }
+    let initiator = get(source, "initiatorName").map(|n| n.as_str().unwrap_or(""));
+    if initiator.is_some() && volume.len() + 1 + portal.len() > 64 {
+        causes.push(invalid(
+            &format!("{HERE}.targetportal"),
+            &go_quote(portal),
+            "Total length of <volume name>:<iscsi.targetPortal> must be under 64 characters if iscsi.initiatorName is specified.",
+        ));
+    }
+    let iqn = text(source, "iqn");
+    if iqn.is_empty() {
+        causes.push(required(&format!("{HERE}.iqn"), ""));
+    } else if iscsi_name_ok(iqn) != Some(true) {
+        causes.push(invalid(&format!("{HERE}.iqn"), &go_quote(iqn), FORMAT));
+    }
+    let lun = pod_spec::int(source, "lun").unwrap_or(0);
+    if !(0..=255).contains(&lun) {
+        causes.push(invalid(
+            &format!("{HERE}.lun"),
+            &lun.to_string(),
+            "must be between 0 and 255, inclusive",
+        ));
+    }
+    let chap = ["discoveryCHAPAuth", "sessionCHAPAuth"]
+        .iter()
+        .any(|key| source.get(*key).and_then(Value::as_bool) == Some(true));
+    let secret = get(source, "secretRef");
+    if chap && secret.is_none() {
+        causes.push(required(&format!("{HERE}.secretRef"), ""));
+    }
+    if secret.is_some_and(|s| text(s, "name").is_empty()) {
+        causes.push(required(&format!("{HERE}.secretRef.name"), ""));
+    }
+    if let Some(initiator) = initiator
+        && iscsi_name_ok(initiator) != Some(true)
+    {
+        causes.push(invalid(
+            &format!("{HERE}.initiatorname"),
+            &go_quote(initiator),
+            FORMAT,
+        ));
     }
 }
 
@@ -607,6 +694,26 @@ mod tests {
         assert_eq!(
             message(two, None).unwrap(),
             "PersistentVolume \"v\" is invalid: [spec.accessModes: Forbidden: may not use ReadWriteOncePod with other access modes, spec.capacity: Unsupported value: {\"cpu\":\"1\",\"storage\":\"1Gi\"}: supported values: \"storage\"]"
+        );
+    }
+
+    #[test]
+    fn iscsi_names_follow_kubes_patterns() {
+        let iscsi = |source: Value| {
+            volume(
+                json!({"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                "iscsi": source}),
+            )
+        };
+        let good = iscsi(json!({"targetPortal": "10.0.0.1:3260",
+            "iqn": "iqn.2001-04.com.example:storage", "lun": 0,
+            "initiatorName": "naa.0123456789abcdef0123456789abcdef"}));
+        assert_eq!(message(good, None), None);
+        let bad = iscsi(json!({"targetPortal": "p", "iqn": "eui.123", "lun": 300,
+            "sessionCHAPAuth": true, "initiatorName": "bogus"}));
+        assert_eq!(
+            message(bad, None).unwrap(),
+            "PersistentVolume \"v\" is invalid: [spec.iscsi.iqn: Invalid value: \"eui.123\": must be valid format, spec.iscsi.lun: Invalid value: 300: must be between 0 and 255, inclusive, spec.iscsi.secretRef: Required value, spec.iscsi.initiatorname: Invalid value: \"bogus\": must be valid format]"
         );
     }
 
