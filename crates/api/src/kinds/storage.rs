@@ -19,8 +19,11 @@
 //!   diff); a storage request shrinks only above the status' capacity (kube 1.33's
 //!   `RecoverVolumeExpansionFailure`, on by default); the beta storage class annotation and
 //!   the volume mode (`volumeMode: Invalid value: ...: field is immutable`, kube's path) stay.
-//! - Not checked (kube checks them): a claim's `dataSource` / `dataSourceRef`, its
-//!   `volumeAttributesClassName` (behind kube 1.33's disabled `VolumeAttributesClass` gate)
+//! - A claim's `dataSource` and `dataSourceRef` have a name and a kind (`PersistentVolumeClaim`
+//!   without an API group), a DNS subdomain as API group, a DNS label as namespace; they
+//!   match unless the reference names a namespace, which then excludes `dataSource` (kube's
+//!   invalid value there, a `*field.Path` printed with `%#v`, prints as the path's text).
+//! - Not checked (kube checks them): a claim's `volumeAttributesClassName` (behind kube 1.33's disabled `VolumeAttributesClass` gate)
 //!   and status updates; a StorageClass's `allowedTopologies`.
 //!
 //! Differs from kube: the diff after the immutable-spec message is
@@ -276,6 +279,75 @@ fn claim_spec(object: &Value, causes: &mut Vec<Cause>) {
             &["Block", "Filesystem"],
         ));
     }
+    let source = spec.get("dataSource").filter(|v| !v.is_null());
+    let reference = spec.get("dataSourceRef").filter(|v| !v.is_null());
+    if let Some(source) = source {
+        data_source(source, "spec.dataSource", causes);
+    }
+    if let Some(reference) = reference {
+        data_source(reference, "spec.dataSourceRef", causes);
+    }
+    let field = |value: &Value, key: &str| value.get(key).filter(|v| !v.is_null()).cloned();
+    if let Some(reference) = reference
+        && field(reference, "namespace").is_some_and(|n| n.as_str() != Some(""))
+    {
+        if source.is_some() {
+            causes.push(invalid(
+                "spec",
+                "spec.dataSource",
+                "may not be specified when dataSourceRef.namespace is specified",
+            ));
+        }
+    } else if let (Some(source), Some(reference)) = (source, reference)
+        && ["apiGroup", "kind", "name"]
+            .iter()
+            .any(|key| field(source, key) != field(reference, key))
+    {
+        causes.push(invalid(
+            "spec",
+            "spec.dataSource",
+            "must match dataSourceRef",
+        ));
+    }
+}
+
+/// `validateDataSource` / `validateDataSourceRef` (a namespace only in the latter) at `at`.
+fn data_source(source: &Value, at: &str, causes: &mut Vec<Cause>) {
+    let text = |key: &str| source.get(key).and_then(Value::as_str).unwrap_or("");
+    if text("name").is_empty() {
+        causes.push(required(&format!("{at}.name"), ""));
+    }
+    let kind = text("kind");
+    if kind.is_empty() {
+        causes.push(required(&format!("{at}.kind"), ""));
+    }
+    let group = text("apiGroup");
+    if group.is_empty() && kind != "PersistentVolumeClaim" {
+        causes.push(invalid(
+            at,
+            &go_quote(kind),
+            "must be 'PersistentVolumeClaim' when referencing the default apiGroup",
+        ));
+    }
+    if !group.is_empty()
+        && let Err(message) = validate_dns1123_subdomain(group)
+    {
+        causes.push(invalid(
+            &format!("{at}.apiGroup"),
+            &go_quote(group),
+            &message,
+        ));
+    }
+    let namespace = text("namespace");
+    if !namespace.is_empty()
+        && let Err(message) = crate::names::validate_dns1123_label(namespace)
+    {
+        causes.push(invalid(
+            &format!("{at}.namespace"),
+            &go_quote(namespace),
+            &message,
+        ));
+    }
 }
 
 /// The causes of the StorageClass `object` (updating `old`).
@@ -397,6 +469,35 @@ mod tests {
         assert_eq!(
             message("", "persistentvolumeclaims", bad, None).unwrap(),
             "PersistentVolumeClaim \"c\" is invalid: [spec.accessModes: Unsupported value: \"Sometimes\": supported values: \"ReadOnlyMany\", \"ReadWriteMany\", \"ReadWriteOnce\", \"ReadWriteOncePod\", spec.accessModes: Forbidden: may not use ReadWriteOncePod with other access modes, spec.resources[storage]: Invalid value: \"0\": must be greater than zero, spec.storageClassName: Invalid value: \"Fast\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*'), spec.volumeMode: Unsupported value: \"Raw\": supported values: \"Block\", \"Filesystem\"]"
+        );
+    }
+
+    #[test]
+    fn claim_data_sources() {
+        let claim = |sources: Value| {
+            let mut spec = json!({"accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}}});
+            for (k, v) in sources.as_object().unwrap() {
+                spec[k] = v.clone();
+            }
+            json!({"metadata": {"name": "c"}, "spec": spec})
+        };
+        let snapshot = json!({"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot",
+            "name": "s"});
+        let good = claim(json!({"dataSource": snapshot, "dataSourceRef": snapshot}));
+        assert_eq!(message("", "persistentvolumeclaims", good, None), None);
+        let bad = claim(json!({"dataSource": {"kind": "Snapshot"},
+            "dataSourceRef": {"apiGroup": "Bad Group", "kind": "K", "name": "n"}}));
+        assert_eq!(
+            message("", "persistentvolumeclaims", bad, None).unwrap(),
+            "PersistentVolumeClaim \"c\" is invalid: [spec.dataSource.name: Required value, spec.dataSource: Invalid value: \"Snapshot\": must be 'PersistentVolumeClaim' when referencing the default apiGroup, spec.dataSourceRef.apiGroup: Invalid value: \"Bad Group\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*'), spec: Invalid value: spec.dataSource: must match dataSourceRef]"
+        );
+        let mut elsewhere = snapshot.clone();
+        elsewhere["namespace"] = json!("other");
+        let crossed = claim(json!({"dataSource": snapshot, "dataSourceRef": elsewhere}));
+        assert_eq!(
+            message("", "persistentvolumeclaims", crossed, None).unwrap(),
+            "PersistentVolumeClaim \"c\" is invalid: spec: Invalid value: spec.dataSource: may not be specified when dataSourceRef.namespace is specified"
         );
     }
 
