@@ -237,6 +237,21 @@ pub fn apply_defaults(def: &ResourceDef, object: &mut Value) {
 /// # Errors
 /// 422 Invalid, one cause per failure, in kube's wording.
 pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>) -> Result<(), ApiError> {
+    validate_write(def, "", object, old)
+}
+
+/// [`validate`] of a write through `subresource` (`""` for the main endpoint): the rules of
+/// some kinds depend on it (a CertificateSigningRequest's approval conditions and
+/// certificate, [`crate::certificates::validate`]).
+///
+/// # Errors
+/// 422 Invalid, one cause per failure, in kube's wording.
+pub fn validate_write(
+    def: &ResourceDef,
+    subresource: &str,
+    object: &Value,
+    old: Option<&Value>,
+) -> Result<(), ApiError> {
     // `events.k8s.io/v1` Events are a view of core Events (see `crate::versions`).
     let events_v1 = def.group == "events.k8s.io" && def.kind == "Event";
     if !def.is_builtin() && !events_v1 {
@@ -252,7 +267,11 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>) -> Resul
         }
         ("policy", "PodDisruptionBudget") => policy::validate(object, &mut causes),
         ("batch", "CronJob") => batch::cron_job(object, old, &mut causes),
-        ("", "PersistentVolumeClaim") => storage::claim(object, &mut causes),
+        ("", "PersistentVolumeClaim") => storage::claim(object, old, &mut causes),
+        ("", "PersistentVolume") => persistent_volumes::validate(object, old, &mut causes),
+        ("certificates.k8s.io", "CertificateSigningRequest") => {
+            crate::certificates::validate(subresource, object, old, &mut causes);
+        }
         ("storage.k8s.io", "StorageClass") => storage::storage_class(object, old, &mut causes),
         ("", "LimitRange") => limit_range::validate(object, &mut causes),
         ("", "Node") => {
@@ -338,7 +357,7 @@ pub fn validate_status(def: &ResourceDef, object: &Value, old: &Value) -> Result
         return Ok(());
     }
     if !status::status_only(def) {
-        validate(def, object, Some(old))?;
+        validate_write(def, "status", object, Some(old))?;
     }
     let mut causes = Vec::new();
     status::validate(def, object, old, &mut causes);
@@ -518,29 +537,7 @@ fn pod_update_causes(pod: &Value, old: &Value) -> Vec<Cause> {
         gated_pod_update(&mut munged, old_spec, &mut causes);
     }
     if &munged != old_spec {
-        let mut keys: Vec<&String> = munged.keys().chain(old_spec.keys()).collect();
-        keys.sort();
-        keys.dedup();
-        let mut diff = String::from("\n  core.PodSpec{\n");
-        for key in keys {
-            let (was, is) = (old_spec.get(key), munged.get(key));
-            if was == is {
-                continue;
-            }
-            let field = {
-                let mut chars = key.chars();
-                chars.next().map_or_else(String::new, |first| {
-                    first.to_ascii_uppercase().to_string() + chars.as_str()
-                })
-            };
-            if let Some(was) = was {
-                diff.push_str(&format!("- \t{field}: {was},\n"));
-            }
-            if let Some(is) = is {
-                diff.push_str(&format!("+ \t{field}: {is},\n"));
-            }
-        }
-        diff.push_str("  }\n");
+        let diff = go_struct_diff("core.PodSpec", old_spec, &munged);
         causes.push(forbidden(
             "spec",
             &format!(
@@ -549,6 +546,41 @@ fn pod_update_causes(pod: &Value, old: &Value) -> Vec<Cause> {
         ));
     }
     causes
+}
+
+/// The nearest this server comes to kube's `cmp.Diff(old, new)` of two Go structs of type
+/// `go_type` (kube appends it to an immutability refusal): a line per changed field, its Go
+/// name (the JSON key with a capital first letter), its old (`-`) and new (`+`) value as
+/// JSON. cmp's own output (Go syntax, deliberately unstable whitespace) is not reproduced.
+pub(crate) fn go_struct_diff(
+    go_type: &str,
+    old: &Map<String, Value>,
+    new: &Map<String, Value>,
+) -> String {
+    let mut keys: Vec<&String> = new.keys().chain(old.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    let mut diff = format!("\n  {go_type}{{\n");
+    for key in keys {
+        let (was, is) = (old.get(key), new.get(key));
+        if was == is {
+            continue;
+        }
+        let field = {
+            let mut chars = key.chars();
+            chars.next().map_or_else(String::new, |first| {
+                first.to_ascii_uppercase().to_string() + chars.as_str()
+            })
+        };
+        if let Some(was) = was {
+            diff.push_str(&format!("- \t{field}: {was},\n"));
+        }
+        if let Some(is) = is {
+            diff.push_str(&format!("+ \t{field}: {is},\n"));
+        }
+    }
+    diff.push_str("  }\n");
+    diff
 }
 
 /// Sets `key` of `munged` to what the old spec has there (absent when absent).
@@ -1787,6 +1819,7 @@ mod limit_range;
 mod namespaces;
 mod networking;
 mod nodes;
+mod persistent_volumes;
 mod pod_spec;
 mod policy;
 mod quota;

@@ -565,10 +565,12 @@ async fn claims_grow_only_where_their_class_allows() {
         let (status, body) = send_json(addr, "POST", claims, &claim(name, class)).await;
         assert_eq!(status, 201, "{body}");
     }
+    // An unbound claim's request is part of its immutable spec: kube's validation refuses
+    // the change before the plugin (a validating one) sees it.
     let (status, refused) = patch(addr, format!("{claims}/pending"), grow).await;
-    assert_eq!(status, 403, "{refused}");
+    assert_eq!(status, 422, "{refused}");
     assert!(
-        refused.contains(r#"persistentvolumeclaims \"pending\" is forbidden: Only bound persistent volume claims can be expanded"#),
+        refused.contains(r#"PersistentVolumeClaim \"pending\" is invalid: spec: Forbidden: spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims"#),
         "{refused}"
     );
     for name in ["quick", "stuck"] {
@@ -592,6 +594,8 @@ async fn claims_grow_only_where_their_class_allows() {
     .await;
     let (status, body) = send_json(off.addr, "POST", claims, &claim("any", "fixed")).await;
     assert_eq!(status, 201, "{body}");
+    let (status, body) = patch(off.addr, format!("{claims}/any/status"), bind).await;
+    assert_eq!(status, 200, "{body}");
     let (status, grown) = patch(off.addr, format!("{claims}/any"), grow).await;
     assert_eq!(status, 200, "{grown}");
     off.shutdown().await;
@@ -650,7 +654,15 @@ async fn approving_and_signing_need_the_signer_s_permission() {
     assert_eq!(status, 200, "{body}");
 
     let mut signed = body.clone();
-    signed["status"]["certificate"] = json!("Y2VydA==");
+    // A real certificate: kube validates it before the (validating) plugin runs.
+    let key = rcgen::KeyPair::generate().unwrap();
+    let certificate = rcgen::CertificateParams::new(vec!["req".to_owned()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap()
+        .pem();
+    signed["status"]["certificate"] =
+        json!(base64::engine::general_purpose::STANDARD.encode(certificate));
     let (status, refused) = as_user(
         addr,
         "clerk-token",

@@ -1002,9 +1002,17 @@ async fn certificate_signing_requests_are_approved_through_approval() {
 
     let server = common::server().await;
     let csrs: Api<CertificateSigningRequest> = Api::all(client(&server));
+    // A real PKCS#10 request: kube checks its PEM and signature.
+    let key = rcgen::KeyPair::generate().expect("a key");
+    let pem = rcgen::CertificateParams::default()
+        .serialize_request(&key)
+        .expect("a request")
+        .pem()
+        .expect("its PEM");
+    let request = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, pem);
     let csr: CertificateSigningRequest = serde_json::from_value(json!({
         "metadata": {"name": "fake"},
-        "spec": {"request": "UEVN", "signerName": "example.com/signer", "usages": ["client auth"]}
+        "spec": {"request": request, "signerName": "example.com/signer", "usages": ["client auth"]}
     }))
     .expect("a CSR");
     let created = csrs

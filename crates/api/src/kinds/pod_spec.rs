@@ -169,7 +169,7 @@ const VOLUME_SOURCES: &[(&str, &str)] = &[
 
 /// The legacy in-tree sources whose validation is only required string or list fields:
 /// the JSON key, the path child kube validates under, and the required fields.
-const SIMPLE_SOURCES: &[(&str, &str, &[&str])] = &[
+pub(super) const SIMPLE_SOURCES: &[(&str, &str, &[&str])] = &[
     ("gcePersistentDisk", "persistentDisk", &["pdName"]),
     (
         "awsElasticBlockStore",
@@ -661,7 +661,13 @@ fn validate_volumes<'a>(
 }
 
 /// `validateVolumeSource`.
-fn volume_source(volume: &Value, at: &str, name: &str, pod_name: &str, causes: &mut Vec<Cause>) {
+pub(super) fn volume_source(
+    volume: &Value,
+    at: &str,
+    name: &str,
+    pod_name: &str,
+    causes: &mut Vec<Cause>,
+) {
     let mut count = 0;
     for (key, child) in VOLUME_SOURCES {
         let Some(source) = get(volume, key) else {
@@ -850,7 +856,7 @@ fn volume_source(volume: &Value, at: &str, name: &str, pod_name: &str, causes: &
 }
 
 /// `validateHostPathVolumeSource`.
-fn host_path(source: &Value, here: &str, causes: &mut Vec<Cause>) {
+pub(super) fn host_path(source: &Value, here: &str, causes: &mut Vec<Cause>) {
     let path = text(source, "path");
     if path.is_empty() {
         causes.push(required(&format!("{here}.path"), ""));
@@ -918,7 +924,7 @@ fn key_to_path(item: &Value, at: &str, causes: &mut Vec<Cause>) {
 }
 
 /// `validatePathNoBacksteps`.
-fn no_backsteps(path: &str, at: &str, causes: &mut Vec<Cause>) {
+pub(super) fn no_backsteps(path: &str, at: &str, causes: &mut Vec<Cause>) {
     if path.split(['/', '\\']).any(|part| part == "..") {
         causes.push(invalid(at, &go_quote(path), "must not contain '..'"));
     }
@@ -1122,7 +1128,7 @@ fn projected(source: &Value, here: &str, causes: &mut Vec<Cause>) {
 }
 
 /// `ValidateCSIDriverName`.
-fn csi_driver(driver: &str, at: &str, causes: &mut Vec<Cause>) {
+pub(super) fn csi_driver(driver: &str, at: &str, causes: &mut Vec<Cause>) {
     if driver.is_empty() {
         causes.push(required(at, ""));
     }
@@ -2446,18 +2452,11 @@ fn validate_affinity(affinity: &Value, at: &str, causes: &mut Vec<Cause>) {
     if let Some(node) = get(affinity, "nodeAffinity") {
         let here = format!("{at}.nodeAffinity");
         if let Some(selector) = get(node, "requiredDuringSchedulingIgnoredDuringExecution") {
-            let terms_path =
-                format!("{here}.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms");
-            let terms = list(selector, "nodeSelectorTerms");
-            if terms.is_empty() {
-                causes.push(required(
-                    &terms_path,
-                    "must have at least one node selector term",
-                ));
-            }
-            for (i, term) in terms.iter().enumerate() {
-                node_selector_term(term, &format!("{terms_path}[{i}]"), true, causes);
-            }
+            node_selector(
+                selector,
+                &format!("{here}.requiredDuringSchedulingIgnoredDuringExecution"),
+                causes,
+            );
         }
         let preferred = format!("{here}.preferredDuringSchedulingIgnoredDuringExecution");
         for (i, term) in list(node, "preferredDuringSchedulingIgnoredDuringExecution")
@@ -2500,6 +2499,21 @@ fn validate_affinity(affinity: &Value, at: &str, causes: &mut Vec<Cause>) {
                 causes,
             );
         }
+    }
+}
+
+/// `ValidateNodeSelector` (label values checked): at least one term, each a valid term.
+pub(super) fn node_selector(selector: &Value, at: &str, causes: &mut Vec<Cause>) {
+    let terms_path = format!("{at}.nodeSelectorTerms");
+    let terms = list(selector, "nodeSelectorTerms");
+    if terms.is_empty() {
+        causes.push(required(
+            &terms_path,
+            "must have at least one node selector term",
+        ));
+    }
+    for (i, term) in terms.iter().enumerate() {
+        node_selector_term(term, &format!("{terms_path}[{i}]"), true, causes);
     }
 }
 

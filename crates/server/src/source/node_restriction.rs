@@ -517,7 +517,7 @@ fn admit_csr(node: &str, csr: &Value) -> Result<(), Refusal> {
     if !KUBELET_SIGNERS.contains(&text(csr, "/spec/signerName")) {
         return Ok(());
     }
-    let (_, common_name) = super::plugin_admission::csr_subject(text(csr, "/spec/request"))
+    let (_, common_name) = watchkeeper_api::certificates::csr_subject(text(csr, "/spec/request"))
         .or_else(|error| forbidden(format!("unable to parse csr: {error}")))?;
     if common_name == format!("{NODE_PREFIX}{node}") {
         Ok(())

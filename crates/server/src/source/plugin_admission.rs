@@ -76,7 +76,6 @@
 
 use std::collections::BTreeSet;
 
-use base64::Engine as _;
 use serde_json::Value;
 use watchkeeper_api::resources::ResourceDef;
 
@@ -610,8 +609,8 @@ fn no_masters(csr: &Value) -> Result<(), String> {
         .pointer("/spec/request")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let (organizations, _) =
-        csr_subject(request).map_err(|error| format!("failed to parse CSR: {error}"))?;
+    let (organizations, _) = watchkeeper_api::certificates::csr_subject(request)
+        .map_err(|error| format!("failed to parse CSR: {error}"))?;
     if organizations.iter().any(|o| o == "system:masters") {
         return Err(format!(
             "use of {CLIENT_SIGNER} signer with system:masters group is not allowed"
@@ -620,42 +619,10 @@ fn no_masters(csr: &Value) -> Result<(), String> {
     Ok(())
 }
 
-/// The subject's organizations and common name of `request`, a CSR's base64 PEM (kube's
-/// `ParseCSR`).
-///
-/// # Errors
-/// Why it does not parse, in kube's words.
-pub fn csr_subject(request: &str) -> Result<(Vec<String>, String), String> {
-    use x509_parser::prelude::FromDer as _;
-    const NOT_A_REQUEST: &str = "PEM block type must be CERTIFICATE REQUEST";
-    let pem = base64::engine::general_purpose::STANDARD
-        .decode(request)
-        .map_err(|_| NOT_A_REQUEST.to_owned())?;
-    let (_, block) =
-        x509_parser::pem::parse_x509_pem(&pem).map_err(|_| NOT_A_REQUEST.to_owned())?;
-    if block.label != "CERTIFICATE REQUEST" {
-        return Err(NOT_A_REQUEST.to_owned());
-    }
-    let (_, parsed) =
-        x509_parser::certification_request::X509CertificationRequest::from_der(&block.contents)
-            .map_err(|error| error.to_string())?;
-    let subject = &parsed.certification_request_info.subject;
-    let organizations = subject
-        .iter_organization()
-        .map(|o| o.as_str().unwrap_or_default().to_owned())
-        .collect();
-    let common_name = subject
-        .iter_common_name()
-        .next()
-        .and_then(|cn| cn.as_str().ok())
-        .unwrap_or_default()
-        .to_owned();
-    Ok((organizations, common_name))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::Engine as _;
     use serde_json::json;
 
     fn all_on() -> AdmissionPlugins {

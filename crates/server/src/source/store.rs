@@ -1318,8 +1318,9 @@ impl Writer<'_> {
     /// status is not kept); a write of `pods/{name}/ephemeralcontainers` changes only the
     /// pod's ephemeral containers ([`watchkeeper_api::ephemeral::update`]), one of
     /// `certificatesigningrequests/{name}/approval` only its conditions
-    /// ([`watchkeeper_api::certificates::approval_update`]), and a created request names its
-    /// requester ([`watchkeeper_api::certificates::prepare_create`]); an object of a
+    /// ([`watchkeeper_api::certificates::approval_update`]), its main endpoint and `status`
+    /// what kube's strategies keep ([`watchkeeper_api::certificates::prepare_update`]), and a
+    /// created request names its requester ([`watchkeeper_api::certificates::prepare_create`]); an object of a
     /// CRD's resource gets the `status` subresource's rules when the CRD has it, then its
     /// schema's defaults and pruning, then is validated against the schema. The kinds of
     /// [`watchkeeper_api::kinds`] get their `status` subresource's rules where they have one,
@@ -1464,12 +1465,11 @@ impl Writer<'_> {
             && watchkeeper_api::certificates::has_approval(&resource.def)
             && let Some(old) = old
         {
-            object = watchkeeper_api::certificates::approval_update(
-                &resource.def,
-                old,
-                &object,
-                &self.time,
-            )?;
+            object = watchkeeper_api::certificates::approval_update(old, &object, &self.time);
+        } else if watchkeeper_api::certificates::has_approval(&resource.def)
+            && let Some(old) = old
+        {
+            object = watchkeeper_api::certificates::prepare_update(&self.subresource, old, object);
         } else if watchkeeper_api::kinds::has_status_rules(&resource.def) {
             object = watchkeeper_api::crd::status_rules(&self.subresource, old, object);
             if old.is_none()
@@ -1513,7 +1513,12 @@ impl Writer<'_> {
             Some(old) if self.subresource == "status" => {
                 watchkeeper_api::kinds::validate_status(&resource.def, &object, old)?;
             }
-            _ => watchkeeper_api::kinds::validate(&resource.def, &object, old)?,
+            _ => watchkeeper_api::kinds::validate_write(
+                &resource.def,
+                &self.subresource,
+                &object,
+                old,
+            )?,
         }
         if let Some(old) = old
             && resource.def.group.is_empty()
