@@ -1,0 +1,158 @@
+//! Hostile watches: a watch holds its parsed selectors for its life (up to ~18 times their
+//! text), so the query strings of one user's open watches, and of the server's, are bounded in
+//! bytes (`--max-watch-query-bytes-per-user`, `--max-watch-query-bytes`): past either, kube's
+//! 429 with `Retry-After`, counted, and another user still watches; a closed watch gives its
+//! bytes back. A selector of thousands of requirements still selects exactly what kube's
+//! would (its matching cost is bounded by the object's labels: `watchkeeper_core::selector`).
+
+mod common;
+
+use std::net::SocketAddr;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpSocket, TcpStream};
+use watchkeeper::config::ServeArgs;
+use watchkeeper_testkit::raw::{self, Answer};
+
+use common::{HANG_GUARD, WatchReader, metric, metrics_text, rejections, send_json, server_with};
+
+const CM: &str = "/api/v1/namespaces/default/configmaps";
+
+/// A label selector of `count` requirements (`!k00000,...`) that objects labelled `zzz=1`
+/// pass: about 7 bytes per requirement.
+fn long_selector(count: usize) -> String {
+    let mut terms: Vec<String> = (0..count).map(|i| format!("!k{i:05}")).collect();
+    terms.push("zzz=1".to_owned());
+    terms.join(",")
+}
+
+/// Sends a watch of `query` from `source` (a loopback address: the anonymous user is one user
+/// per client address) and reads its answer's head: the stream, and the answer when refused.
+async fn watch_from(addr: SocketAddr, source: &str, query: &str) -> (TcpStream, Option<Answer>) {
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{source}:0").parse().unwrap()).unwrap();
+    let mut stream = socket.connect(addr).await.unwrap();
+    let head = format!("GET {CM}?watch=1&{query} HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let head = tokio::time::timeout(HANG_GUARD, raw::read_head(&mut stream))
+        .await
+        .expect("watch head")
+        .unwrap();
+    if raw::status_of(&head) == 200 {
+        return (stream, None);
+    }
+    // A refusal: a small answer with its length.
+    let length: usize = head
+        .to_ascii_lowercase()
+        .lines()
+        .find_map(|line| line.strip_prefix("content-length:"))
+        .and_then(|value| value.trim().parse().ok())
+        .expect("a refusal's length");
+    let mut body = vec![0u8; length];
+    tokio::time::timeout(HANG_GUARD, stream.read_exact(&mut body))
+        .await
+        .expect("a refusal's body")
+        .unwrap();
+    let answer = Answer {
+        status: raw::status_of(&head),
+        head,
+        body: String::from_utf8(body).unwrap(),
+    };
+    (stream, Some(answer))
+}
+
+fn assert_refused(answer: &Answer, message_start: &str, message_end: &str) {
+    common::assert_status(answer, 429, "TooManyRequests");
+    assert!(
+        answer.head.to_ascii_lowercase().contains("retry-after: 1"),
+        "{}",
+        answer.head
+    );
+    let status = answer.json();
+    assert_eq!(status["details"]["retryAfterSeconds"], 1, "{}", answer.body);
+    let message = status["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(message_start) && message.ends_with(message_end),
+        "{message}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_query_bytes_are_bounded_per_user_and_for_the_server() {
+    let server = server_with(ServeArgs {
+        max_watch_query_bytes_per_user: Some(150_000),
+        max_watch_query_bytes: Some(250_000),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    let query = format!("labelSelector={}", long_selector(8_000));
+    assert!((56_000..65_000).contains(&query.len()), "{}", query.len());
+    let bytes = query.len() + "watch=1&".len();
+
+    // One user: two such watches fit its 150,000 bytes, the third is refused.
+    let (first, _) = watch_from(addr, "127.0.0.1", &query).await;
+    let (second, _) = watch_from(addr, "127.0.0.1", &query).await;
+    assert_eq!(
+        metric(addr, "watchkeeper_open_watch_query_bytes").await,
+        2 * bytes as u64
+    );
+    let (_, refused) = watch_from(addr, "127.0.0.1", &query).await;
+    let refused = refused.expect("the user's third watch refused");
+    assert_refused(
+        &refused,
+        "Too many requests: ",
+        &format!(
+            "'s open watches have {} bytes of query strings, and this one's {bytes} would pass the limit per user of 150000; please try again later",
+            2 * bytes
+        ),
+    );
+    // A small watch of the same user still fits.
+    let (small, refused) = watch_from(addr, "127.0.0.1", "labelSelector=zzz%3D1").await;
+    assert!(refused.is_none(), "{refused:?}");
+
+    // Another user's watch is served, until the server's 250,000 bytes.
+    let (other, refused) = watch_from(addr, "127.0.0.2", &query).await;
+    assert!(refused.is_none(), "{refused:?}");
+    let (_, refused) = watch_from(addr, "127.0.0.3", &query).await;
+    let refused = refused.expect("the server's bound");
+    assert_refused(
+        &refused,
+        "Too many requests: the server's open watches have ",
+        &format!(
+            " bytes of query strings, and this one's {bytes} would pass the limit of 250000; please try again later"
+        ),
+    );
+    let text = metrics_text(addr).await;
+    assert_eq!(rejections(&text, "watch_query_bytes_per_user"), 1);
+    assert_eq!(rejections(&text, "watch_query_bytes"), 1);
+
+    // Closed watches give their bytes back: the user watches with a long selector again.
+    drop((first, second, small, other));
+    tokio::time::timeout(HANG_GUARD, async {
+        while metric(addr, "watchkeeper_open_watch_query_bytes").await != 0 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the closed watches' bytes given back");
+    // The long selector selects what kube's would: the labelled object only.
+    let mut reader = WatchReader::open(addr, &format!("{CM}?watch=1&{query}"), None).await;
+    for (name, labels) in [
+        ("plain", serde_json::json!({"k00007": "x"})),
+        ("other", serde_json::json!({"zzz": "2"})),
+        ("chosen", serde_json::json!({"zzz": "1", "app": "a"})),
+    ] {
+        let (status, body) = send_json(
+            addr,
+            "POST",
+            CM,
+            &serde_json::json!({"metadata": {"name": name, "labels": labels}}),
+        )
+        .await;
+        assert_eq!(status, 201, "{body}");
+    }
+    let event = reader.next().await.expect("an event");
+    assert_eq!(event["type"], "ADDED");
+    assert_eq!(event["object"]["metadata"]["name"], "chosen");
+}
