@@ -819,7 +819,12 @@ async fn list(
     Ok(json_response(StatusCode::OK, axum::body::Body::new(body)))
 }
 
-/// A LIST page as a `Table`, in JSON.
+/// Rows of a `Table` built between two checks that its request is still there.
+const TABLE_ROWS_PER_CHECK: usize = 8;
+
+/// A LIST page as a `Table`, in JSON. On the heavy pool, its rows are built a few at a time,
+/// and it stops (answering nothing: its request is gone) once its request is
+/// ([`crate::offload::stopped`]).
 fn table_json(
     def: &watchkeeper_api::ResourceDef,
     items: &[Arc<watchkeeper_core::Object>],
@@ -828,7 +833,22 @@ fn table_json(
     now: i64,
 ) -> String {
     let bodies: Vec<&Value> = items.iter().map(|o| o.body()).collect();
-    watchkeeper_api::to_table(def, &bodies, revision, continue_token, now).to_string()
+    let mut chunks = bodies.chunks(TABLE_ROWS_PER_CHECK);
+    let first = chunks.next().unwrap_or_default();
+    let mut table = watchkeeper_api::to_table(def, first, revision, continue_token, now);
+    for chunk in chunks {
+        if crate::offload::stopped() {
+            return String::new();
+        }
+        let mut more = watchkeeper_api::to_table_with(def, chunk, "", None, now, false);
+        if let (Some(rows), Some(more)) = (
+            table.get_mut("rows").and_then(Value::as_array_mut),
+            more.get_mut("rows").and_then(Value::as_array_mut),
+        ) {
+            rows.append(more);
+        }
+    }
+    table.to_string()
 }
 
 /// A LIST body in protobuf: the envelope around the list message (its `ListMeta`, then every
