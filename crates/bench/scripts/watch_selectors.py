@@ -15,7 +15,9 @@ Reports the healthy watcher's event latency (p50/p99/max, and how long after the
 last write its last event came), the healthy GET latency and the server's RSS.
 
 Usage: watch_selectors.py BINARY [--watches N] [--reqs N] [--field] [--rate R]
-           [--duration S] [--port P]
+           [--duration S] [--port P] [--flags "SERVER FLAGS"]
+(1000 such watches of one user need `--flags "--max-watch-query-bytes-per-user 0
+--max-watch-query-bytes 0"`: by default its 65th is refused.)
 Standard library only; Linux (reads /proc).
 """
 
@@ -139,9 +141,10 @@ async def main():
     p.add_argument("--rate", type=float, default=100)
     p.add_argument("--duration", type=float, default=10)
     p.add_argument("--port", type=int, default=25640)
+    p.add_argument("--flags", default="")
     a = p.parse_args()
     server = subprocess.Popen(
-        [a.binary, "serve", "--store", "memory", "--listen", f"127.0.0.1:{a.port}"],
+        [a.binary, "serve", "--store", "memory", "--listen", f"127.0.0.1:{a.port}", *a.flags.split()],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         for _ in range(600):
