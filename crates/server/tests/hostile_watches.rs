@@ -4,6 +4,8 @@
 //! 429 with `Retry-After`, counted, and another user still watches; a closed watch gives its
 //! bytes back. A selector of thousands of requirements still selects exactly what kube's
 //! would (its matching cost is bounded by the object's labels: `watchkeeper_core::selector`).
+//! An event's `Table` is made once for all its `as=Table` watchers (per second), not once per
+//! watcher: a custom resource's printer columns can make one cost seconds.
 
 mod common;
 
@@ -155,4 +157,57 @@ async fn watch_query_bytes_are_bounded_per_user_and_for_the_server() {
     let event = reader.next().await.expect("an event");
     assert_eq!(event["type"], "ADDED");
     assert_eq!(event["object"]["metadata"]["name"], "chosen");
+}
+
+/// The `Table`s made for one write: its serializations with `TABLES` Table watches open, less
+/// those with as many plain ones (the object's own JSON, its answer's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_s_table_is_made_once_for_all_its_table_watchers() {
+    const WATCHES: usize = 20;
+    let server = common::server().await;
+    let addr = server.addr;
+    let serializations =
+        "apiserver_watch_cache_serializations_total{group=\"\",resource=\"configmaps\"}";
+    let mut made = Vec::new();
+    for (round, accept) in [
+        "application/json",
+        "application/json;as=Table;v=v1;g=meta.k8s.io",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut watches = Vec::new();
+        for _ in 0..WATCHES {
+            let path = format!("{CM}?watch=1&resourceVersion=0&labelSelector=round%3D{round}");
+            watches.push(
+                WatchReader::open_with_headers(addr, &path, None, &[("Accept", accept)]).await,
+            );
+        }
+        let before = metric(addr, serializations).await;
+        let name = format!("r{round}");
+        let (status, body) = send_json(
+            addr,
+            "POST",
+            CM,
+            &serde_json::json!({"metadata": {"name": name, "labels": {"round": round.to_string()}}}),
+        )
+        .await;
+        assert_eq!(status, 201, "{body}");
+        // Every watch has the event (so every conversion is made and counted).
+        for watch in &mut watches {
+            let event = watch.next().await.expect("the event");
+            assert_eq!(event["type"], "ADDED");
+            let object = &event["object"];
+            if round == 1 {
+                assert_eq!(object["kind"], "Table", "{object}");
+                assert_eq!(object["rows"][0]["cells"][0], name.as_str());
+            } else {
+                assert_eq!(object["metadata"]["name"], name.as_str());
+            }
+        }
+        made.push(metric(addr, serializations).await - before);
+    }
+    // One Table, or two when the watchers' encodings straddled a second; never one each.
+    let tables = made[1] - made[0];
+    assert!((1..=2).contains(&tables), "{made:?}");
 }
