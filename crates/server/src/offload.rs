@@ -34,7 +34,9 @@
 //! - The reflector's decode of a stored value of at least the threshold hands the worker on
 //!   the same way ([`Offload::hand_on`]) but takes no slot: heavy writes hold the slots while
 //!   they wait for the reflector to reach their revision, so it never waits for one (it is
-//!   one task: at most one thread).
+//!   one task: at most one thread). A watch's `Table` frames whose objects' sizes times the
+//!   printer columns reach the threshold are made the same way (`http::watch`): a watch is one
+//!   task, and its body cannot wait for a slot.
 //! - An answer's conversion that a large result makes heavy — a LIST's `Table` (its objects'
 //!   stored sizes), a YAML answer (its JSON's length) — runs the same way, under the same
 //!   threshold and slots ([`Offload::compute`]); inside a heavy request it runs on that

@@ -5,7 +5,8 @@
 //! bytes back. A selector of thousands of requirements still selects exactly what kube's
 //! would (its matching cost is bounded by the object's labels: `watchkeeper_core::selector`).
 //! An event's `Table` is made once for all its `as=Table` watchers (per second), not once per
-//! watcher: a custom resource's printer columns can make one cost seconds.
+//! watcher: a custom resource's printer columns can make one cost seconds; and a watch's
+//! heavy Tables (objects' sizes times columns) are made with the runtime worker handed on.
 
 mod common;
 
@@ -210,4 +211,57 @@ async fn an_event_s_table_is_made_once_for_all_its_table_watchers() {
     // One Table, or two when the watchers' encodings straddled a second; never one each.
     let tables = made[1] - made[0];
     assert!((1..=2).contains(&tables), "{made:?}");
+}
+
+/// A Table watch's rows whose objects' sizes times the printer columns pass
+/// `--heavy-request-body-bytes` are made with the runtime worker's other tasks handed on
+/// (counted as `outcome="in_place"`): its initial state and its events alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_s_heavy_tables_are_made_with_the_worker_handed_on() {
+    let server = common::server().await;
+    let addr = server.addr;
+    let mut crd = common::widgets_crd();
+    let columns: Vec<serde_json::Value> = (0..100)
+        .map(|i| serde_json::json!({"name": format!("c{i}"), "type": "string", "jsonPath": ".spec.a"}))
+        .collect();
+    crd["spec"]["versions"][0]["additionalPrinterColumns"] = serde_json::Value::Array(columns);
+    let (status, body) = send_json(
+        addr,
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        &crd,
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let widgets = "/apis/example.com/v1/namespaces/default/widgets";
+    let widget = |name: &str| {
+        serde_json::json!({"apiVersion": "example.com/v1", "kind": "Widget",
+            "metadata": {"name": name}, "spec": {"a": "x".repeat(1000)}})
+    };
+    tokio::time::timeout(HANG_GUARD, async {
+        loop {
+            let (status, _) = send_json(addr, "POST", widgets, &widget("first")).await;
+            if status == 201 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the widgets served");
+    let in_place = "watchkeeper_heavy_requests_total{outcome=\"in_place\"}";
+    let before = metric(addr, in_place).await;
+    let table = [("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")];
+    let mut watch =
+        WatchReader::open_with_headers(addr, &format!("{widgets}?watch=1"), None, &table).await;
+    let event = watch.next().await.expect("the initial object");
+    assert_eq!(event["type"], "ADDED");
+    assert_eq!(event["object"]["rows"][0]["cells"][0], "first");
+    assert_eq!(event["object"]["rows"][0]["cells"][1], "x".repeat(1000));
+    common::metric_at_least(addr, in_place, before + 1).await;
+    let (status, body) = send_json(addr, "POST", widgets, &widget("second")).await;
+    assert_eq!(status, 201, "{body}");
+    let event = watch.next().await.expect("the event");
+    assert_eq!(event["object"]["rows"][0]["cells"][0], "second");
+    common::metric_at_least(addr, in_place, before + 2).await;
 }
