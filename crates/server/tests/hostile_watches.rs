@@ -215,7 +215,8 @@ async fn an_event_s_table_is_made_once_for_all_its_table_watchers() {
 
 /// A Table watch's rows whose objects' sizes times the printer columns pass
 /// `--heavy-request-body-bytes` are made with the runtime worker's other tasks handed on
-/// (counted as `outcome="in_place"`): its initial state and its events alike.
+/// (counted as `outcome="in_place"`): its initial state and its events alike; a GET's such
+/// Table is made on the heavy pool.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_s_heavy_tables_are_made_with_the_worker_handed_on() {
     let server = common::server().await;
@@ -264,4 +265,13 @@ async fn a_watch_s_heavy_tables_are_made_with_the_worker_handed_on() {
     let event = watch.next().await.expect("the event");
     assert_eq!(event["object"]["rows"][0]["cells"][0], "second");
     common::metric_at_least(addr, in_place, before + 2).await;
+    // A GET's Table of such an object is made on the heavy pool, as a LIST's.
+    let answered = "watchkeeper_heavy_requests_total{outcome=\"answered\"}";
+    let before = metric(addr, answered).await;
+    let (status, body) =
+        common::request_with_headers(addr, "GET", &format!("{widgets}/first"), &table, "").await;
+    assert_eq!(status, 200, "{body}");
+    let answer: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer["rows"][0]["cells"][0], "first");
+    assert_eq!(metric(addr, answered).await, before + 1);
 }

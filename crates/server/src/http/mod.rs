@@ -721,7 +721,8 @@ async fn list(
     let def = &resource.def;
     if conversion == Conversion::Table {
         // A long list's table is built on the blocking pool: its objects' stored sizes (1 KiB
-        // each where the source gave none) against `--heavy-request-body-bytes`.
+        // each where the source gave none) times the printer columns against
+        // `--heavy-request-body-bytes`.
         let size = page
             .items
             .iter()
@@ -729,7 +730,8 @@ async fn list(
                 0 => 1024,
                 known => known,
             })
-            .sum();
+            .sum::<usize>()
+            .saturating_mul(1 + def.printer_columns.len());
         let (revision, now) = (page.revision.to_string(), now_unix());
         let table = if app.offload.is_heavy(size) {
             let (def, items, continue_token) = (def.clone(), page.items, page.continue_token);
@@ -939,15 +941,28 @@ async fn get(
         ));
     }
     if conversion == Conversion::Table {
-        let object: Value = watchkeeper_api::go_json::parse_stored(&bytes)
-            .map_err(|e| ApiError::internal(e.to_string()))?;
-        let rv = object
-            .pointer("/metadata/resourceVersion")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
-        let table = watchkeeper_api::to_table(&resource.def, &[&object], &rv, None, now_unix());
-        return Ok(json_response(StatusCode::OK, table.to_string()));
+        // On the blocking pool when the object's size times the printer columns is heavy,
+        // as a LIST's.
+        let size = bytes
+            .len()
+            .saturating_mul(1 + resource.def.printer_columns.len());
+        let def = resource.def.clone();
+        let table = app
+            .offload
+            .compute(size, move || {
+                let object: Value = watchkeeper_api::go_json::parse_stored(&bytes)
+                    .map_err(|e| ApiError::internal(e.to_string()))?;
+                let rv = object
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                Ok::<_, ApiError>(
+                    watchkeeper_api::to_table(&def, &[&object], &rv, None, now_unix()).to_string(),
+                )
+            })
+            .await??;
+        return Ok(json_response(StatusCode::OK, table));
     }
     Ok(json_response(StatusCode::OK, bytes))
 }
