@@ -104,11 +104,11 @@ async fn watch_query_bytes_are_bounded_per_user_and_for_the_server() {
     let refused = refused.expect("the user's third watch refused");
     assert_refused(
         &refused,
-        "Too many requests: ",
         &format!(
-            "'s open watches have {} bytes of query strings, and this one's {bytes} would pass the limit per user of 150000; please try again later",
+            "Too many requests: the open watches of user \"system:anonymous\" at 127.0.0.1 have {} bytes of query strings, and this one's {bytes} would pass the limit per user of 150000; please try again later",
             2 * bytes
         ),
+        "",
     );
     // A small watch of the same user still fits.
     let (small, refused) = watch_from(addr, "127.0.0.1", "labelSelector=zzz%3D1").await;

@@ -550,7 +550,7 @@ impl Limits {
             return Err(Self::too_many(
                 Limit::WatchQueryBytesPerUser,
                 format!(
-                    "Too many requests: {flow}'s open watches have {bytes} bytes of query strings, and this one's {query_bytes} would pass the limit per user of {}; please try again later",
+                    "Too many requests: the open watches of {flow} have {bytes} bytes of query strings, and this one's {query_bytes} would pass the limit per user of {}; please try again later",
                     c.watch_query_bytes_per_user_max
                 ),
             ));
