@@ -113,17 +113,24 @@ pub fn encode_frame(
             out.put_slice(event_type.as_str().as_bytes());
             out.put_slice(b"\",\"object\":");
             if table {
-                let object: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-                let rv = object
-                    .pointer("/metadata/resourceVersion")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned();
-                out.put_slice(
-                    crate::to_table(def, &[&object], &rv, None, now)
-                        .to_string()
-                        .as_bytes(),
-                );
+                let make = || {
+                    let object: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+                    let rv = object
+                        .pointer("/metadata/resourceVersion")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned();
+                    Bytes::from(crate::to_table(def, &[&object], &rv, None, now).to_string())
+                };
+                // An event's Table is made once per second it is asked in, for all its
+                // watchers (the ages are the only per-second part).
+                let converted = match item {
+                    WatchItem::Event { event_type, event } => {
+                        event.derived(*event_type, now.cast_unsigned(), stats, make)
+                    }
+                    _ => make(),
+                };
+                out.put_slice(&converted);
             } else {
                 out.put_slice(&bytes);
             }

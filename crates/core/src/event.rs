@@ -6,7 +6,9 @@
 //! [`crate::object`]); the one encoding that belongs to the event itself, the previous object at
 //! the deletion's resource version that a DELETED watch event carries, is cached here. So an
 //! event is serialized at most once per encoding however many watchers receive it, on the live
-//! path, in catch-up passes and in initial replays alike.
+//! path, in catch-up passes and in initial replays alike. A conversion the server makes per
+//! watcher (a `Table`, which depends on the second it is made in) is shared the same way
+//! through [`Event::derived`]: once per event and key, not once per watcher.
 
 use std::sync::{Arc, OnceLock};
 
@@ -59,6 +61,9 @@ pub struct Event {
     prev: Option<Arc<Object>>,
     deleted_encoded: [OnceLock<Bytes>; Encoding::ALL.len()],
     deleted_external: OnceLock<Option<Bytes>>,
+    /// The last [`Event::derived`] conversion made, with its key: of the new object (0) and
+    /// of the previous one, as a DELETED carries it (1).
+    derived: [std::sync::Mutex<Option<(u64, Bytes)>>; 2],
 }
 
 /// An event shared between the history, passes and watcher queues.
@@ -96,6 +101,7 @@ impl Event {
             prev,
             deleted_encoded: Default::default(),
             deleted_external: OnceLock::new(),
+            derived: Default::default(),
         }
     }
 
@@ -194,6 +200,35 @@ impl Event {
 }
 
 impl Event {
+    /// A conversion of what a watcher receives for this event as `event_type` (the new object,
+    /// or the previous one for a DELETED) that the server would otherwise make per watcher:
+    /// `make`'s, for `key` (what it depends on besides the object, e.g. the second a `Table`'s
+    /// ages are computed in). The last one made is kept, and made once: the other watchers
+    /// wanting the same key wait for it rather than make it again (a `Table` of a custom
+    /// resource's printer columns can cost seconds; 100 watchers made it 100 times). Each one
+    /// made is counted in `stats`.
+    pub fn derived(
+        &self,
+        event_type: EventType,
+        key: u64,
+        stats: &EncodeStats,
+        make: impl FnOnce() -> Bytes,
+    ) -> Bytes {
+        let slot = &self.derived[usize::from(event_type == EventType::Deleted)];
+        let mut last = slot
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((made_for, bytes)) = &*last
+            && *made_for == key
+        {
+            return bytes.clone();
+        }
+        stats.count();
+        let bytes = make();
+        *last = Some((key, bytes.clone()));
+        bytes
+    }
+
     /// [`Event::encoded`] in the external encoding ([`ExternalEncoder`]): computed at most once
     /// per event and shared by all watchers; `None` when the object has no such encoding.
     pub fn encoded_external(

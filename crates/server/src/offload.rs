@@ -34,11 +34,16 @@
 //! - The reflector's decode of a stored value of at least the threshold hands the worker on
 //!   the same way ([`Offload::hand_on`]) but takes no slot: heavy writes hold the slots while
 //!   they wait for the reflector to reach their revision, so it never waits for one (it is
-//!   one task: at most one thread).
+//!   one task: at most one thread). A watch's `Table` frames whose objects' sizes times the
+//!   printer columns reach the threshold are made the same way (`http::watch`): a watch is one
+//!   task, and its body cannot wait for a slot.
 //! - An answer's conversion that a large result makes heavy — a LIST's `Table` (its objects'
 //!   stored sizes), a YAML answer (its JSON's length) — runs the same way, under the same
 //!   threshold and slots ([`Offload::compute`]); inside a heavy request it runs on that
-//!   request's thread.
+//!   request's thread. A `Table` checks [`stopped`] every few rows, so one whose request is
+//!   gone frees its slot and thread within a few rows' work (a custom resource's printer
+//!   columns can make each row cost millions of steps: 1000 filter columns over 2000-item
+//!   arrays went on for minutes after its 504, every heavy slot taken by a few such LISTs).
 //! - A request with a smaller body is handled as before on the worker: no thread hop, no
 //!   allocation; each phase boundary it passes costs one thread-local read, each in-place
 //!   candidate a comparison of the object's size.
@@ -208,7 +213,11 @@ impl Offload {
         }
         self.run(async move {
             phase_boundary().await;
-            work()
+            let output = work();
+            // A phase that saw its request gone ([`stopped`]) and cut its work short is
+            // counted stopped, its output dropped.
+            phase_boundary().await;
+            output
         })
         .await
     }
@@ -380,6 +389,16 @@ impl Drop for Counted<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::Relaxed);
     }
+}
+
+/// Whether the heavy request this thread works for is gone (its deadline passed or its client
+/// went): a long synchronous phase (a `Table` of many rows) checks it as it goes and stops
+/// early, its output then dropped at the next [`phase_boundary`]. Outside a heavy request,
+/// `false`.
+#[must_use]
+pub fn stopped() -> bool {
+    JOB.try_with(|job| job.cancelled.load(Ordering::Acquire))
+        .unwrap_or(false)
 }
 
 /// A boundary between two synchronous phases of a request's work. Outside a heavy request it

@@ -6,6 +6,8 @@
 //! built (400 MB for a 3 MB configuration); managed fields a client sends cannot take a
 //! stored object past the object limit. Each refusal stores nothing and the server serves
 //! the next request; what is measured (memory) is in docs/ARCHITECTURE.md, never asserted.
+//! A LIST's `Table` whose printer columns make each row cost millions of steps stops once its
+//! request is gone (its deadline's 504), freeing its heavy-request slot.
 
 mod common;
 
@@ -179,4 +181,99 @@ async fn managed_fields_cannot_take_an_object_past_the_limit() {
         created["metadata"]["resourceVersion"]
     );
     server.shutdown().await;
+}
+
+/// A custom resource's `Table` whose rows each cost millions of steps (1000 printer columns,
+/// each a filter over a 3000-item array) stops once its request answered 504 at its deadline:
+/// the heavy-request slot is freed after a few rows, not after the whole LIST (minutes in a
+/// debug build; it went on after the 504, holding one of the few heavy slots).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_whose_request_is_gone_stops_and_frees_its_slot() {
+    let server = common::server().await;
+    let addr = server.addr;
+    let table = |path: String| async move {
+        let (status, body) = common::request_with_headers(
+            addr,
+            "GET",
+            &path,
+            &[("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")],
+            "",
+        )
+        .await;
+        (status, body)
+    };
+    // A Table of more rows than are built between two checks: every row, in order.
+    for i in 0..20 {
+        let (status, body) = send_json(
+            addr,
+            "POST",
+            CM,
+            &common::configmap(&format!("c{i:02}"), 10),
+        )
+        .await;
+        assert_eq!(status, 201, "{body}");
+    }
+    let (status, body) = table(CM.to_owned()).await;
+    assert_eq!(status, 200, "{body}");
+    let rows: Value = serde_json::from_str(&body).unwrap();
+    let names: Vec<&str> = rows["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row["cells"][0].as_str().unwrap())
+        .collect();
+    let expected: Vec<String> = (0..20).map(|i| format!("c{i:02}")).collect();
+    assert_eq!(names, expected);
+    assert_eq!(rows["columnDefinitions"].as_array().unwrap().len(), 3);
+    let mut crd = common::widgets_crd();
+    let columns: Vec<Value> = (0..1000)
+        .map(|i| {
+            json!({"name": format!("c{i}"), "type": "string",
+                "jsonPath": format!(".spec.items[?(@.a==\"z{i}\")].b")})
+        })
+        .collect();
+    crd["spec"]["versions"][0]["additionalPrinterColumns"] = Value::Array(columns);
+    let (status, body) = send_json(
+        addr,
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        &crd,
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let widgets = "/apis/example.com/v1/namespaces/default/widgets";
+    tokio::time::timeout(common::HANG_GUARD, async {
+        while request(addr, "GET", widgets, "application/json", "")
+            .await
+            .0
+            != 200
+        {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the widgets served");
+    let items = vec![json!({"a": "x", "b": "y"}); 3000];
+    for i in 0..120 {
+        let widget = json!({"apiVersion": "example.com/v1", "kind": "Widget",
+            "metadata": {"name": format!("w{i}")}, "spec": {"items": items}});
+        let (status, body) = send_json(addr, "POST", widgets, &widget).await;
+        assert_eq!(status, 201, "{body}");
+    }
+    let stopped = "watchkeeper_heavy_requests_total{outcome=\"stopped\"}";
+    let before = common::metric(addr, stopped).await;
+    let (status, body) = table(format!("{widgets}?timeout=2s")).await;
+    assert_eq!(status, 504, "{}", &body[..body.len().min(300)]);
+    // Stopped within a few rows: counted, its slot free.
+    common::metric_at_least(addr, stopped, before + 1).await;
+    assert_eq!(
+        common::metric(addr, "watchkeeper_heavy_requests_running").await,
+        0
+    );
+    // The server answers a small Table at once.
+    let (status, body) = table(format!("{widgets}?limit=1")).await;
+    assert_eq!(status, 200, "{}", &body[..body.len().min(300)]);
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer["rows"].as_array().unwrap().len(), 1);
+    assert!(answer["columnDefinitions"].as_array().unwrap().len() > 1000);
 }

@@ -22,6 +22,19 @@ pub(super) const HEAVY_REQUESTS_MAX: usize = 512;
 /// default (`--memory-release-interval-ms`; chosen by measurement, see `memory_release`).
 const MEMORY_RELEASE_INTERVAL: Duration = Duration::from_secs(1);
 
+/// The query bytes of the server's open watches by default (`--max-watch-query-bytes`):
+/// 10,000 watches (`--max-watches`) of queries of a few hundred bytes use a twentieth of it.
+const WATCH_QUERY_BYTES_MAX: usize = 64 * 1024 * 1024;
+
+/// The query bytes of one user's open watches by default
+/// (`--max-watch-query-bytes-per-user`): 64 watches of the longest URL the server reads, 1000
+/// watches (`--max-watches-per-user`) of 4 KiB queries.
+const WATCH_QUERY_BYTES_PER_USER_MAX: usize = 4 * 1024 * 1024;
+
+/// The smallest positive `--max-watch-query-bytes(-per-user)`: the longest URL the server
+/// reads (the `http` crate's 65534 bytes) fits.
+const WATCH_QUERY_BYTES_MIN: usize = 65536;
+
 /// The largest `--max-invalid-causes`.
 const INVALID_CAUSES_MAX_LIMIT: usize = 1_000_000;
 
@@ -102,6 +115,13 @@ pub struct LimitsConfig {
     pub watches_per_user_max: usize,
     /// `--max-watches-per-connection` [250], 0 = unlimited.
     pub watches_per_connection_max: usize,
+    /// `--max-watch-query-bytes` [64 MiB], 0 = unlimited, else at least 65536: the query
+    /// strings of the server's open watches, added up (a watch holds its parsed selectors for
+    /// its life, up to ~18 times their text; see `limits`).
+    pub watch_query_bytes_max: usize,
+    /// `--max-watch-query-bytes-per-user` [4 MiB], 0 = unlimited, else at least 65536: the
+    /// same for one user's open watches (the anonymous user's per client address).
+    pub watch_query_bytes_per_user_max: usize,
     /// `--max-connections` [None: derived from the descriptor limit when serving, see
     /// `limits::connections::derived_max`], 0 = unlimited.
     pub connections_max: Option<usize>,
@@ -141,6 +161,8 @@ impl Default for LimitsConfig {
             watches_max: 10_000,
             watches_per_user_max: 1000,
             watches_per_connection_max: 250,
+            watch_query_bytes_max: WATCH_QUERY_BYTES_MAX,
+            watch_query_bytes_per_user_max: WATCH_QUERY_BYTES_PER_USER_MAX,
             connections_max: None,
             watch_release_grace: Duration::from_secs(5),
             allowed_hosts: Vec::new(),
@@ -229,6 +251,12 @@ impl LimitsConfig {
             watches_per_connection_max: args
                 .max_watches_per_connection
                 .unwrap_or(d.watches_per_connection_max),
+            watch_query_bytes_max: args
+                .max_watch_query_bytes
+                .unwrap_or(d.watch_query_bytes_max),
+            watch_query_bytes_per_user_max: args
+                .max_watch_query_bytes_per_user
+                .unwrap_or(d.watch_query_bytes_per_user_max),
             connections_max: args.max_connections.or(d.connections_max),
             watch_release_grace: args
                 .watch_release_grace_seconds
@@ -389,6 +417,23 @@ impl LimitsConfig {
                 "--max-watches-per-connection",
                 "--max-watches-per-connection must be at most 100000",
             ));
+        }
+        for (flag, value) in [
+            ("--max-watch-query-bytes", config.watch_query_bytes_max),
+            (
+                "--max-watch-query-bytes-per-user",
+                config.watch_query_bytes_per_user_max,
+            ),
+        ] {
+            // A watch of the longest URL the server reads always fits.
+            if (1..WATCH_QUERY_BYTES_MIN).contains(&value) {
+                return Err(ConfigError::flag(
+                    flag,
+                    format!(
+                        "{flag} {value}: must be 0 (unlimited) or at least {WATCH_QUERY_BYTES_MIN} bytes"
+                    ),
+                ));
+            }
         }
         let period = config.apf_borrowing_period;
         if period.is_zero() || period > Duration::from_secs(3600) {

@@ -469,6 +469,16 @@ pub struct ServeArgs {
     /// Open watches per connection (HTTP/2), 0 = unlimited [default: 250]; more get 429.
     #[arg(long)]
     pub max_watches_per_connection: Option<usize>,
+    /// Bytes of the query strings (selectors) of the server's open watches added up (64 MiB
+    /// by default), 0 = unlimited, else at least 65536 [default: 67108864]; a watch past it
+    /// gets 429.
+    #[arg(long)]
+    pub max_watch_query_bytes: Option<usize>,
+    /// Bytes of the query strings (selectors) of one user's open watches added up (4 MiB by
+    /// default), 0 = unlimited, else at least 65536 [default: 4194304]; a watch past it gets
+    /// 429.
+    #[arg(long)]
+    pub max_watch_query_bytes_per_user: Option<usize>,
     /// Open connections, 0 = unlimited; at the bound a new connection takes the place of one
     /// with nothing in flight (the longest waiting), else it is closed unread. Unset: the
     /// process's descriptor limit less a tenth of it (32 to 1024 kept for the server's own
@@ -702,6 +712,8 @@ impl ServeArgs {
             max_watches,
             max_watches_per_user,
             max_watches_per_connection,
+            max_watch_query_bytes,
+            max_watch_query_bytes_per_user,
             max_connections,
             watch_release_grace_seconds,
             allowed_hosts,
@@ -1860,6 +1872,14 @@ mod tests {
                 limits.watches_per_connection_max.to_string(),
             ),
             (
+                "max-watch-query-bytes",
+                limits.watch_query_bytes_max.to_string(),
+            ),
+            (
+                "max-watch-query-bytes-per-user",
+                limits.watch_query_bytes_per_user_max.to_string(),
+            ),
+            (
                 "heavy-request-body-bytes",
                 limits.heavy_request_body_bytes.to_string(),
             ),
@@ -2371,6 +2391,66 @@ mod tests {
         assert!(
             error.to_string().contains("--max-custom-resource-versions"),
             "{error}"
+        );
+    }
+
+    /// Goal: `--max-watch-query-bytes` (64 MiB by default) and
+    /// `--max-watch-query-bytes-per-user` (4 MiB) are 0 (unlimited) or at least 65536 (a
+    /// watch of the longest URL fits), with the same keys in the config file.
+    #[test]
+    fn the_watch_query_bounds_are_validated() {
+        let bounds = |args: ServeArgs| {
+            ServeConfig::from_args(args).map(|c| {
+                (
+                    c.limits.watch_query_bytes_max,
+                    c.limits.watch_query_bytes_per_user_max,
+                )
+            })
+        };
+        assert_eq!(bounds(ServeArgs::default()).unwrap(), (64 << 20, 4 << 20));
+        for ok in [0, 65_536, usize::MAX] {
+            let args = ServeArgs {
+                max_watch_query_bytes: Some(ok),
+                max_watch_query_bytes_per_user: Some(ok),
+                ..ServeArgs::default()
+            };
+            assert_eq!(bounds(args).unwrap(), (ok, ok));
+        }
+        for bad in [1, 65_535] {
+            for (flag, args) in [
+                (
+                    "--max-watch-query-bytes",
+                    ServeArgs {
+                        max_watch_query_bytes: Some(bad),
+                        ..ServeArgs::default()
+                    },
+                ),
+                (
+                    "--max-watch-query-bytes-per-user",
+                    ServeArgs {
+                        max_watch_query_bytes_per_user: Some(bad),
+                        ..ServeArgs::default()
+                    },
+                ),
+            ] {
+                let error = bounds(args).unwrap_err();
+                assert!(
+                    matches!(&error, ConfigError::Flag { flag: f, .. } if *f == flag),
+                    "{error:?}"
+                );
+                assert_eq!(
+                    error.to_string(),
+                    format!("{flag} {bad}: must be 0 (unlimited) or at least 65536 bytes")
+                );
+            }
+        }
+        let file: ServeArgs = toml::from_str(
+            "max-watch-query-bytes = 100000\nmax-watch-query-bytes-per-user = 70000",
+        )
+        .unwrap();
+        assert_eq!(
+            bounds(ServeArgs::default().or(file)).unwrap(),
+            (100_000, 70_000)
         );
     }
 

@@ -721,7 +721,8 @@ async fn list(
     let def = &resource.def;
     if conversion == Conversion::Table {
         // A long list's table is built on the blocking pool: its objects' stored sizes (1 KiB
-        // each where the source gave none) against `--heavy-request-body-bytes`.
+        // each where the source gave none) times the printer columns against
+        // `--heavy-request-body-bytes`.
         let size = page
             .items
             .iter()
@@ -729,7 +730,8 @@ async fn list(
                 0 => 1024,
                 known => known,
             })
-            .sum();
+            .sum::<usize>()
+            .saturating_mul(1 + def.printer_columns.len());
         let (revision, now) = (page.revision.to_string(), now_unix());
         let table = if app.offload.is_heavy(size) {
             let (def, items, continue_token) = (def.clone(), page.items, page.continue_token);
@@ -819,7 +821,12 @@ async fn list(
     Ok(json_response(StatusCode::OK, axum::body::Body::new(body)))
 }
 
-/// A LIST page as a `Table`, in JSON.
+/// Rows of a `Table` built between two checks that its request is still there.
+const TABLE_ROWS_PER_CHECK: usize = 8;
+
+/// A LIST page as a `Table`, in JSON. On the heavy pool, its rows are built a few at a time,
+/// and it stops (answering nothing: its request is gone) once its request is
+/// ([`crate::offload::stopped`]).
 fn table_json(
     def: &watchkeeper_api::ResourceDef,
     items: &[Arc<watchkeeper_core::Object>],
@@ -828,7 +835,22 @@ fn table_json(
     now: i64,
 ) -> String {
     let bodies: Vec<&Value> = items.iter().map(|o| o.body()).collect();
-    watchkeeper_api::to_table(def, &bodies, revision, continue_token, now).to_string()
+    let mut chunks = bodies.chunks(TABLE_ROWS_PER_CHECK);
+    let first = chunks.next().unwrap_or_default();
+    let mut table = watchkeeper_api::to_table(def, first, revision, continue_token, now);
+    for chunk in chunks {
+        if crate::offload::stopped() {
+            return String::new();
+        }
+        let mut more = watchkeeper_api::to_table_with(def, chunk, "", None, now, false);
+        if let (Some(rows), Some(more)) = (
+            table.get_mut("rows").and_then(Value::as_array_mut),
+            more.get_mut("rows").and_then(Value::as_array_mut),
+        ) {
+            rows.append(more);
+        }
+    }
+    table.to_string()
 }
 
 /// A LIST body in protobuf: the envelope around the list message (its `ListMeta`, then every
@@ -919,15 +941,28 @@ async fn get(
         ));
     }
     if conversion == Conversion::Table {
-        let object: Value = watchkeeper_api::go_json::parse_stored(&bytes)
-            .map_err(|e| ApiError::internal(e.to_string()))?;
-        let rv = object
-            .pointer("/metadata/resourceVersion")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
-        let table = watchkeeper_api::to_table(&resource.def, &[&object], &rv, None, now_unix());
-        return Ok(json_response(StatusCode::OK, table.to_string()));
+        // On the blocking pool when the object's size times the printer columns is heavy,
+        // as a LIST's.
+        let size = bytes
+            .len()
+            .saturating_mul(1 + resource.def.printer_columns.len());
+        let def = resource.def.clone();
+        let table = app
+            .offload
+            .compute(size, move || {
+                let object: Value = watchkeeper_api::go_json::parse_stored(&bytes)
+                    .map_err(|e| ApiError::internal(e.to_string()))?;
+                let rv = object
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                Ok::<_, ApiError>(
+                    watchkeeper_api::to_table(&def, &[&object], &rv, None, now_unix()).to_string(),
+                )
+            })
+            .await??;
+        return Ok(json_response(StatusCode::OK, table));
     }
     Ok(json_response(StatusCode::OK, bytes))
 }

@@ -288,6 +288,32 @@ impl WatchStream {
         let now = now_unix();
         let mut failed = None;
         match self.format {
+            // Tables are made here (an event's once for all its watchers, per second; an
+            // initial object's per watcher), at a cost of the objects' sizes times the printer
+            // columns: a heavy chunk is converted with the runtime worker's other tasks handed
+            // on (`Offload::hand_on`), so a watch of a custom resource whose columns cost
+            // seconds a row does not hold the other clients (10 such watches' initial states
+            // held every other request for 30 s).
+            Format::Json if self.conversion == Conversion::Table => {
+                let columns = 1 + self.resource.def.printer_columns.len();
+                let size = self
+                    .buffer
+                    .iter()
+                    .map(|item| match item {
+                        WatchItem::Initial(object) => object.json_size(),
+                        WatchItem::Event { event, .. } => event
+                            .object()
+                            .or(event.prev())
+                            .map_or(0, |object| object.json_size()),
+                        WatchItem::Bookmark { .. } => 0,
+                    })
+                    .sum::<usize>()
+                    .saturating_mul(columns);
+                let (def, buffer) = (&self.resource.def, &self.buffer);
+                self.app.offload.hand_on(size, || {
+                    encode_frames(parts, def, buffer, Conversion::Table, stats, now);
+                });
+            }
             Format::Json => encode_frames(
                 parts,
                 &self.resource.def,

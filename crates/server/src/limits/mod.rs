@@ -19,7 +19,7 @@
 //! | `request-timeout` (every request not long-running, [`is_long_running`]: arrival to the answer's last byte; kube's `--request-timeout`; a request's own `?timeout=` Go duration when shorter, kube's `WithRequestDeadline`, 400 when it is not one) | 60 s | not answered by then: 504 Timeout `Timeout: request did not complete within the allotted timeout` (kube's timeout filter); answer begun: HTTP/2 stream reset (`INTERNAL_ERROR`, as Go's server), HTTP/1.1 connection closed (`http::deadline`, `http::connection`) |
 //! | `request-read-timeout-seconds` (body, inside the request's deadline) | 60 s | 408 Timeout |
 //! | a body cut short or malformed ([`read_error`]) | — | 500 with Go's `net/http` text (`unexpected EOF`, `invalid byte in chunk length`, `malformed chunked encoding`, ...), no reason, as kube's handlers pass a read error on |
-//! | `heavy-request-body-bytes`, `max-heavy-requests` (a body this large, or a LIST's `Table` or YAML answer this large, is handled on the blocking pool, this many at once; [`crate::offload`]) | 64 KiB, one per CPU | past the bound: waits for a slot within its deadline (504 when it passes) |
+//! | `heavy-request-body-bytes`, `max-heavy-requests` (a body this large, or a LIST's or GET's `Table` (objects' sizes times one plus the printer columns) or YAML answer this large, is handled on the blocking pool, this many at once; a watch's `Table` frames that heavy are made with the worker handed on; [`crate::offload`]) | 64 KiB, one per CPU | past the bound: waits for a slot within its deadline (504 when it passes) |
 //! | `max-invalid-causes` (causes of a 422 Invalid answer: the first ones, the message ending `N more errors`; `watchkeeper_api::error::set_invalid_causes_max`) | 1000 | — |
 //! | `max-requests-inflight-per-user` (in-flight requests of both kinds of one [`Flow`]: a user, the anonymous user per client address) | 100 | 429 TooManyRequests, `Retry-After: 1` |
 //! | `enable-priority-and-fairness` ([`apf`]: classified requests take the seats of their work (a large LIST several) in their priority level, the levels sharing the two in-flight limits below added up and borrowing from each other every `apf-borrowing-period-ms`; a watch holds a seat while it starts; other long-running requests excepted, probes to `exempt`) | true | 429 TooManyRequests, `Retry-After` the level's (1 s unless it keeps refusing), at once (a `Reject` level, a full queue) or at the end of its wait in a queue |
@@ -28,6 +28,8 @@
 //! | `max-watches` (whole server)                  | 10000   | 429 TooManyRequests, `Retry-After: 1` |
 //! | `max-watches-per-user` (per [`Flow`])          | 1000    | 429 TooManyRequests, `Retry-After: 1` |
 //! | `max-watches-per-connection` (HTTP/2 streams) | 250     | 429 TooManyRequests, `Retry-After: 1` |
+//! | `max-watch-query-bytes` (the query strings of the server's open watches, added up: their selectors, parsed and held for the watch's life, ~18 times their text at worst) | 64 MiB | 429 TooManyRequests, `Retry-After: 1` |
+//! | `max-watch-query-bytes-per-user` (the same per [`Flow`]) | 4 MiB | 429 TooManyRequests, `Retry-After: 1` |
 //! | `max-connections` ([`connections`])           | descriptor limit less a tenth | an idle connection closed, else the new one closed unread |
 //!
 //! A 429 carries `details.retryAfterSeconds` and the `Retry-After` header, as kube-apiserver's
@@ -60,6 +62,18 @@
 //!   `system:masters`) refuses without queues, so the cap is then the only per-user share
 //!   (`0` leaves only kube's flow control).
 //! - Anonymous watches are counted per client address for `--max-watches-per-user` too.
+//! - A watch holds its parsed selectors for its life, up to ~18 times the URL's bytes (a
+//!   64 KB label selector of 8,000 requirements: 1.1 MB with its matching plan), so the
+//!   watches' query strings are bounded in bytes too, per user and for the server
+//!   (`--max-watch-query-bytes-per-user`, `--max-watch-query-bytes`): 1000 watches of one
+//!   user with such selectors held 1.1 GB (measured, debug build,
+//!   `crates/bench/scripts/watch_selectors.py`); by default the user's 65th such watch gets
+//!   the 429, while 1000 watches of ordinary queries (a few hundred bytes) use a tenth of the
+//!   user's budget. kube-apiserver bounds a watch's URL only by its 1 MiB header limit, and
+//!   its watches not at all. Matching such a selector costs the object's labels, not the
+//!   selector's length (`watchkeeper_core::selector`), so the events of a healthy watcher of
+//!   the same resource are not delayed by them (the same probe: its p50 event latency 257 ms
+//!   with 1000 such watches, 1.8 ms now).
 //! - A LIST whose selection is expensive (its objects times its selectors' requirements above
 //!   about a quarter million checks) selects on tokio's blocking pool, not on a runtime worker
 //!   (`source::read`): it delays no other client's request, and its deadline still answers
@@ -217,6 +231,10 @@ pub enum Limit {
     Watches,
     /// Watches of one user.
     WatchesPerUser,
+    /// The query bytes of the server's open watches (`--max-watch-query-bytes`).
+    WatchQueryBytes,
+    /// The query bytes of one user's open watches (`--max-watch-query-bytes-per-user`).
+    WatchQueryBytesPerUser,
     /// Watches on one connection.
     WatchesPerConnection,
     /// A request URI longer than the `http` crate parses (hyper's 414, answered as a Status).
@@ -258,7 +276,7 @@ pub enum Limit {
 
 impl Limit {
     /// Every limit, in the order `/metrics` lists them.
-    pub const ALL: [Limit; 23] = [
+    pub const ALL: [Limit; 25] = [
         Limit::Header,
         Limit::RequestBody,
         Limit::BodyTimeout,
@@ -282,6 +300,8 @@ impl Limit {
         Limit::RequestsInflightPerUser,
         Limit::PriorityAndFairness,
         Limit::Http2Resets,
+        Limit::WatchQueryBytes,
+        Limit::WatchQueryBytesPerUser,
     ];
 
     /// The metric label.
@@ -311,6 +331,8 @@ impl Limit {
             Limit::RequestsInflightPerUser => "requests_inflight_per_user",
             Limit::PriorityAndFairness => "priority_and_fairness",
             Limit::Http2Resets => "http2_resets",
+            Limit::WatchQueryBytes => "watch_query_bytes",
+            Limit::WatchQueryBytesPerUser => "watch_query_bytes_per_user",
         }
     }
 }
@@ -324,8 +346,10 @@ pub struct Limits {
     readonly: Option<Arc<Semaphore>>,
     mutating: Option<Arc<Semaphore>>,
     watches: AtomicUsize,
-    /// Open watches per [`Flow`].
-    per_user: Mutex<HashMap<Flow, usize>>,
+    /// The query bytes of the open watches.
+    watch_query_bytes: AtomicUsize,
+    /// Open watches per [`Flow`], and their query bytes.
+    per_user: Mutex<HashMap<Flow, (usize, usize)>>,
     /// In-flight requests per [`Flow`], when `--max-requests-inflight-per-user` is on.
     per_user_inflight: Mutex<HashMap<Flow, usize>>,
     rejections: [AtomicU64; Limit::ALL.len()],
@@ -348,6 +372,7 @@ impl Limits {
             readonly: semaphore(config.requests_inflight_max),
             mutating: semaphore(config.mutating_requests_inflight_max),
             watches: AtomicUsize::new(0),
+            watch_query_bytes: AtomicUsize::new(0),
             per_user: Mutex::new(HashMap::new()),
             per_user_inflight: Mutex::new(HashMap::new()),
             rejections: Default::default(),
@@ -437,11 +462,19 @@ impl Limits {
         )
     }
 
-    /// Takes a watch slot for `flow` on `connection`, or the 429 to answer.
+    /// The query bytes of the open watches (for `/metrics`).
+    #[must_use]
+    pub fn open_watch_query_bytes(&self) -> usize {
+        self.watch_query_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Takes a watch slot for `flow` on `connection`, its query `query_bytes` long, or the
+    /// 429 to answer.
     fn admit_watch(
         self: &Arc<Self>,
         flow: &Flow,
         connection: Option<&Arc<Connection>>,
+        query_bytes: usize,
     ) -> Result<WatchSlot, Refusal> {
         let c = &self.config;
         if let Some(connection) = connection {
@@ -465,6 +498,7 @@ impl Limits {
             connection: connection.cloned(),
             release: None,
             tracked: None,
+            query_bytes: 0,
         };
         let before = self.watches.fetch_add(1, Ordering::AcqRel);
         slot.total = true;
@@ -476,11 +510,24 @@ impl Limits {
                 ),
             ));
         }
+        let before = self
+            .watch_query_bytes
+            .fetch_add(query_bytes, Ordering::AcqRel);
+        slot.query_bytes = query_bytes;
+        if c.watch_query_bytes_max > 0 && before + query_bytes > c.watch_query_bytes_max {
+            return Err(Self::too_many(
+                Limit::WatchQueryBytes,
+                format!(
+                    "Too many requests: the server's open watches have {before} bytes of query strings, and this one's {query_bytes} would pass the limit of {}; please try again later",
+                    c.watch_query_bytes_max
+                ),
+            ));
+        }
         let mut per_user = self
             .per_user
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let count = per_user.entry(flow.clone()).or_default();
+        let (count, bytes) = per_user.entry(flow.clone()).or_default();
         if c.watches_per_user_max > 0 && *count >= c.watches_per_user_max {
             let count = *count;
             drop(per_user);
@@ -492,7 +539,24 @@ impl Limits {
                 ),
             ));
         }
+        if c.watch_query_bytes_per_user_max > 0
+            && *bytes + query_bytes > c.watch_query_bytes_per_user_max
+        {
+            let bytes = *bytes;
+            if *count == 0 {
+                per_user.remove(flow);
+            }
+            drop(per_user);
+            return Err(Self::too_many(
+                Limit::WatchQueryBytesPerUser,
+                format!(
+                    "Too many requests: the open watches of {flow} have {bytes} bytes of query strings, and this one's {query_bytes} would pass the limit per user of {}; please try again later",
+                    c.watch_query_bytes_per_user_max
+                ),
+            ));
+        }
         *count += 1;
+        *bytes += query_bytes;
         slot.user = Some(flow.clone());
         Ok(slot)
     }
@@ -704,6 +768,8 @@ struct WatchSlot {
     release: Option<tokio::task::JoinHandle<()>>,
     /// Counted among the watches a write's fan-out estimate reads ([`apf::watches`]).
     tracked: Option<apf::watches::Tracked>,
+    /// The watch's query bytes, counted in the server's (and, with `user`, the user's).
+    query_bytes: usize,
 }
 
 impl WatchSlot {
@@ -735,14 +801,18 @@ impl Drop for WatchSlot {
         if self.total {
             self.limits.watches.fetch_sub(1, Ordering::AcqRel);
         }
+        self.limits
+            .watch_query_bytes
+            .fetch_sub(self.query_bytes, Ordering::AcqRel);
         if let Some(user) = &self.user {
             let mut per_user = self
                 .limits
                 .per_user
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if let Some(count) = per_user.get_mut(user) {
+            if let Some((count, bytes)) = per_user.get_mut(user) {
                 *count -= 1;
+                *bytes -= self.query_bytes;
                 if *count == 0 {
                     per_user.remove(user);
                 }
@@ -1044,7 +1114,8 @@ where
     // watch's initialization, until the cache has registered it).
     let mut watch_seat = None;
     if let Some(options) = &watch {
-        match limits.admit_watch(&flow, connection.as_ref()) {
+        let query_bytes = parts.uri.query().map_or(0, str::len);
+        match limits.admit_watch(&flow, connection.as_ref(), query_bytes) {
             Ok(mut taken) => {
                 // The handler's deadline: timeoutSeconds, or at most twice the minimum. It
                 // runs from when the handler registers the watch (after its start is

@@ -955,6 +955,12 @@ fn collect_limits(app: &Observed<'_>, scrape: &mut Scrape) {
             "Watch requests admitted and not yet finished.",
         )
         .sample(&[], limits.open_watches() as u64);
+    scrape
+        .gauge(
+            "watchkeeper_open_watch_query_bytes",
+            "Bytes of the query strings of the open watches (--max-watch-query-bytes).",
+        )
+        .sample(&[], limits.open_watch_query_bytes() as u64);
     if let Some(apf) = limits.apf() {
         collect_flowcontrol(apf, scrape);
     }
