@@ -31,10 +31,9 @@
 use serde_json::{Map, Value, json};
 
 use crate::cel_rules::RuleTree;
-use crate::discovery::compare_kube_versions;
 use crate::error::ApiError;
 use crate::field::Cause;
-use crate::resources::{ResourceDef, pointer_text};
+use crate::resources::{ResourceDef, compare_kube_versions, pointer_text};
 
 /// The API group of CustomResourceDefinitions.
 pub const GROUP: &str = "apiextensions.k8s.io";

@@ -18,7 +18,7 @@
 
 use serde_json::{Value, json};
 
-use crate::resources::ResourceDef;
+use crate::resources::{ResourceDef, compare_kube_versions};
 
 /// The Kubernetes minor version the server reports. kubectl-dispatcher picks its bundled
 /// kubectl by this number, so it must be one it ships (1.27-1.33).
@@ -356,45 +356,6 @@ fn groups(defs: &[ResourceDef]) -> Vec<(&str, Vec<&str>)> {
         versions.sort_by(|a, b| compare_kube_versions(a, b));
     }
     groups
-}
-
-/// Kubernetes' version priority (apimachinery's `CompareKubeAwareVersionStrings`), highest
-/// first: versions of the form `v<major>[(alpha|beta)<minor>]` before any other; among them GA
-/// before beta before alpha, then the greater major, then the greater minor; other versions
-/// by name. (kube-core's `Version::priority` differs on versions such as `v1beta`, which it
-/// reads as a beta and apimachinery as not Kubernetes-like.)
-#[must_use]
-pub fn compare_kube_versions(a: &str, b: &str) -> std::cmp::Ordering {
-    /// `(stability: 2 GA / 1 beta / 0 alpha, major, minor)` of a Kubernetes-like version.
-    fn parse(version: &str) -> Option<(u8, u64, u64)> {
-        let rest = version.strip_prefix('v')?;
-        let digits = rest
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let (major, rest) = rest.split_at(digits);
-        if major.is_empty() {
-            return None;
-        }
-        let major = major.parse().ok()?;
-        if rest.is_empty() {
-            return Some((2, major, 0));
-        }
-        let (stability, minor) = if let Some(minor) = rest.strip_prefix("beta") {
-            (1, minor)
-        } else {
-            (0, rest.strip_prefix("alpha")?)
-        };
-        if minor.is_empty() || !minor.chars().all(|c| c.is_ascii_digit()) {
-            return None;
-        }
-        Some((stability, major, minor.parse().ok()?))
-    }
-    match (parse(a), parse(b)) {
-        (Some(x), Some(y)) => y.cmp(&x),
-        (Some(_), None) => std::cmp::Ordering::Less,
-        (None, Some(_)) => std::cmp::Ordering::Greater,
-        (None, None) => a.cmp(b),
-    }
 }
 
 fn group_body(group: &str, versions: &[&str]) -> Value {

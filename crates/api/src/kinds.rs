@@ -1824,8 +1824,8 @@ mod pod_spec;
 mod policy;
 mod quota;
 mod rbac;
-mod status;
 pub mod services;
+mod status;
 mod storage;
 
 /// kube's `ValidateTolerations` of `tolerations` at the path `at` (`spec.tolerations`): its

@@ -260,7 +260,7 @@ fn stateful_set(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
 fn claim_template(template: &Value, index: usize, causes: &mut Vec<Cause>) {
     let spec = template.get("spec").cloned().unwrap_or(Value::Null);
     let mut found = Vec::new();
-    super::storage::claim(&json!({ "spec": spec }), &mut found);
+    super::storage::claim(&json!({ "spec": spec }), None, &mut found);
     let prefix = format!("spec.volumeClaimTemplates[{index}].spec");
     causes.extend(found.into_iter().map(|(path, message, reason)| {
         let rest = path.strip_prefix("spec").unwrap_or(&path);
