@@ -9,10 +9,11 @@ use serde_json::{Value, json};
 
 /// Posts `object` to `path`: 422 with `message`.
 async fn refused(addr: std::net::SocketAddr, path: &str, object: &Value, message: &str) {
-    let (status, body) = send_json(addr, "POST", path, object).await;
-    assert_eq!(status, 422, "{path}: {body}");
-    assert_eq!(body["reason"], "Invalid", "{body}");
-    assert_eq!(body["message"], message, "{path}");
+    assert_eq!(
+        invalid_message(addr, "POST", path, object).await,
+        message,
+        "{path}"
+    );
 }
 
 /// Posts `object` to `path`: created.

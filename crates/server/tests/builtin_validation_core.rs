@@ -15,17 +15,11 @@ async fn refused(
     object: &Value,
     message: &str,
 ) {
-    let (status, body) = send_json(addr, method, path, object).await;
-    assert_eq!(status, 422, "{path}: {body}");
-    assert_eq!(body["reason"], "Invalid", "{body}");
-    assert_eq!(body["message"], message, "{path}");
-}
-
-/// Sends `object` to `path` with `method`: accepted (200 or 201), the stored object.
-async fn written(addr: std::net::SocketAddr, method: &str, path: &str, object: &Value) -> Value {
-    let (status, body) = send_json(addr, method, path, object).await;
-    assert!(status == 200 || status == 201, "{path}: {status} {body}");
-    body
+    assert_eq!(
+        invalid_message(addr, method, path, object).await,
+        message,
+        "{path}"
+    );
 }
 
 fn service(name: &str, spec: Value) -> Value {

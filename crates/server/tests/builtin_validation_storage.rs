@@ -8,21 +8,6 @@ use base64::Engine as _;
 use common::*;
 use serde_json::{Value, json};
 
-/// `method` of `object` to `path`: 422 with `message`.
-async fn refused(addr: std::net::SocketAddr, method: &str, path: &str, object: &Value) -> String {
-    let (status, body) = send_json(addr, method, path, object).await;
-    assert_eq!(status, 422, "{path}: {body}");
-    assert_eq!(body["reason"], "Invalid", "{body}");
-    body["message"].as_str().unwrap_or_default().to_owned()
-}
-
-/// `method` of `object` to `path`: written; the stored object.
-async fn written(addr: std::net::SocketAddr, method: &str, path: &str, object: &Value) -> Value {
-    let (status, body) = send_json(addr, method, path, object).await;
-    assert!(status == 200 || status == 201, "{path}: {status} {body}");
-    body
-}
-
 const PVS: &str = "/api/v1/persistentvolumes";
 
 fn volume(name: &str, spec: Value) -> Value {
@@ -43,7 +28,7 @@ async fn persistent_volumes() {
             "persistentVolumeReclaimPolicy": "X"}),
     );
     assert_eq!(
-        refused(addr, "POST", PVS, &probed).await,
+        invalid_message(addr, "POST", PVS, &probed).await,
         "PersistentVolume \"bad\" is invalid: [spec.accessModes: Unsupported value: \"Bogus\": supported values: \"ReadOnlyMany\", \"ReadWriteMany\", \"ReadWriteOnce\", \"ReadWriteOncePod\", spec.capacity[storage]: Invalid value: -1073741824: must be a valid resource quantity, spec.capacity[storage]: Invalid value: \"-1Gi\": must be greater than zero, spec.persistentVolumeReclaimPolicy: Unsupported value: \"X\": supported values: \"Delete\", \"Recycle\", \"Retain\", spec: Required value: must specify a volume type]"
     );
     let local = volume(
@@ -52,7 +37,7 @@ async fn persistent_volumes() {
             "local": {"path": "/mnt"}, "csi": {"driver": "d.example.com", "volumeHandle": "h"}}),
     );
     assert_eq!(
-        refused(addr, "POST", PVS, &local).await,
+        invalid_message(addr, "POST", PVS, &local).await,
         "PersistentVolume \"local\" is invalid: [spec.nodeAffinity: Required value: Local volume requires node affinity, spec.csi: Forbidden: may not specify more than 1 volume type]"
     );
     let good = volume(
@@ -66,7 +51,7 @@ async fn persistent_volumes() {
     let mut stored = written(addr, "PUT", &format!("{PVS}/nfs"), &stored).await;
     stored["spec"]["nfs"]["path"] = json!("/other");
     stored["spec"]["volumeMode"] = json!("Block");
-    let message = refused(addr, "PUT", &format!("{PVS}/nfs"), &stored).await;
+    let message = invalid_message(addr, "PUT", &format!("{PVS}/nfs"), &stored).await;
     assert!(
         message.starts_with("PersistentVolume \"nfs\" is invalid: [spec.persistentvolumesource: Forbidden: spec.persistentvolumesource is immutable after creation\n"),
         "{message}"
@@ -105,7 +90,7 @@ async fn claim_updates() {
     let mut grown = stored.clone();
     grown["spec"]["resources"]["requests"]["storage"] = json!("2Gi");
     grown["spec"]["accessModes"] = json!(["ReadWriteMany"]);
-    let message = refused(addr, "PUT", &format!("{path}/data"), &grown).await;
+    let message = invalid_message(addr, "PUT", &format!("{path}/data"), &grown).await;
     assert!(
         message.starts_with("PersistentVolumeClaim \"data\" is invalid: spec: Forbidden: spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims\n"),
         "{message}"
@@ -148,7 +133,7 @@ async fn certificate_signing_requests() {
         "metadata": {"name": "bad"},
         "spec": {"request": "eA==", "signerName": "bad", "usages": ["bogus"], "expirationSeconds": 60}});
     assert_eq!(
-        refused(addr, "POST", CSRS, &probed).await,
+        invalid_message(addr, "POST", CSRS, &probed).await,
         "CertificateSigningRequest.certificates.k8s.io \"bad\" is invalid: [spec.request: Invalid value: []byte{0x78}: PEM block type must be CERTIFICATE REQUEST, spec.usages[0]: Unsupported value: \"bogus\": supported values: \"any\", \"cert sign\", \"client auth\", \"code signing\", \"content commitment\", \"crl sign\", \"data encipherment\", \"decipher only\", \"digital signature\", \"email protection\", \"encipher only\", \"ipsec end system\", \"ipsec tunnel\", \"ipsec user\", \"key agreement\", \"key encipherment\", \"microsoft sgc\", \"netscape sgc\", \"ocsp signing\", \"s/mime\", \"server auth\", \"signing\", \"timestamping\", spec.signerName: Invalid value: \"bad\": must be a fully qualified domain and path of the form 'example.com/signer-name', spec.expirationSeconds: Invalid value: 60: may not specify a duration less than 600 seconds (10 minutes)]"
     );
     let created = written(addr, "POST", CSRS, &csr("good")).await;
@@ -163,7 +148,7 @@ async fn certificate_signing_requests() {
     assert_eq!(kept["spec"]["signerName"], "example.com/signer");
     approved["metadata"]["resourceVersion"] = kept["metadata"]["resourceVersion"].clone();
     assert_eq!(
-        refused(addr, "PUT", &format!("{CSRS}/good/status"), &approved).await,
+        invalid_message(addr, "PUT", &format!("{CSRS}/good/status"), &approved).await,
         "CertificateSigningRequest.certificates.k8s.io \"good\" is invalid: status.conditions: Forbidden: updates may not add a condition of type \"Approved\""
     );
     let body = written(addr, "PUT", &format!("{CSRS}/good/approval"), &approved).await;
@@ -171,7 +156,7 @@ async fn certificate_signing_requests() {
     let mut signed = body.clone();
     signed["status"]["certificate"] = json!(base64::engine::general_purpose::STANDARD.encode("no"));
     assert_eq!(
-        refused(addr, "PUT", &format!("{CSRS}/good/status"), &signed).await,
+        invalid_message(addr, "PUT", &format!("{CSRS}/good/status"), &signed).await,
         "CertificateSigningRequest.certificates.k8s.io \"good\" is invalid: status.certificate: Invalid value: \"<certificate data>\": must contain at least one CERTIFICATE PEM block"
     );
     server.shutdown().await;

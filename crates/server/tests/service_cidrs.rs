@@ -15,13 +15,6 @@ use watchkeeper::config::ServeArgs;
 const CIDRS: &str = "/apis/networking.k8s.io/v1/servicecidrs";
 const ADDRESSES: &str = "/apis/networking.k8s.io/v1/ipaddresses";
 
-async fn refused(addr: std::net::SocketAddr, method: &str, path: &str, object: &Value) -> String {
-    let (status, body) = send_json(addr, method, path, object).await;
-    assert_eq!(status, 422, "{path}: {body}");
-    assert_eq!(body["reason"], "Invalid", "{body}");
-    body["message"].as_str().unwrap_or_default().to_owned()
-}
-
 fn cidr(name: &str, cidrs: &[&str]) -> Value {
     json!({"apiVersion": "networking.k8s.io/v1", "kind": "ServiceCIDR",
         "metadata": {"name": name}, "spec": {"cidrs": cidrs}})
@@ -98,11 +91,11 @@ async fn service_cidrs_are_validated_as_kube_validates_them() {
     let none = json!({"apiVersion": "networking.k8s.io/v1", "kind": "ServiceCIDR",
         "metadata": {"name": "none"}});
     assert_eq!(
-        refused(addr, "POST", CIDRS, &none).await,
+        invalid_message(addr, "POST", CIDRS, &none).await,
         "ServiceCIDR.networking.k8s.io \"none\" is invalid: spec.cidrs: Required value: at least one CIDR required"
     );
     assert_eq!(
-        refused(
+        invalid_message(
             addr,
             "POST",
             CIDRS,
@@ -112,7 +105,7 @@ async fn service_cidrs_are_validated_as_kube_validates_them() {
         "ServiceCIDR.networking.k8s.io \"three\" is invalid: spec.cidrs: Invalid value: networking.ServiceCIDRSpec{CIDRs:[]string{\"10.1.0.0/24\", \"10.2.0.0/24\", \"fd00:1::/64\"}}: may only hold up to 2 values"
     );
     assert_eq!(
-        refused(
+        invalid_message(
             addr,
             "POST",
             CIDRS,
@@ -122,11 +115,11 @@ async fn service_cidrs_are_validated_as_kube_validates_them() {
         "ServiceCIDR.networking.k8s.io \"two-v4\" is invalid: spec.cidrs: Invalid value: networking.ServiceCIDRSpec{CIDRs:[]string{\"10.1.0.0/24\", \"10.2.0.0/24\"}}: may specify no more than one IP for each IP family, i.e 192.168.0.0/24 and 2001:db8::/64"
     );
     assert_eq!(
-        refused(addr, "POST", CIDRS, &cidr("bits", &["10.1.0.1/24"])).await,
+        invalid_message(addr, "POST", CIDRS, &cidr("bits", &["10.1.0.1/24"])).await,
         "ServiceCIDR.networking.k8s.io \"bits\" is invalid: spec.cidrs[0]: Invalid value: \"10.1.0.1/24\": must not have bits set beyond the prefix length"
     );
     assert_eq!(
-        refused(addr, "POST", CIDRS, &cidr("bad", &["nonsense"])).await,
+        invalid_message(addr, "POST", CIDRS, &cidr("bad", &["nonsense"])).await,
         "ServiceCIDR.networking.k8s.io \"bad\" is invalid: spec.cidrs[0]: Invalid value: \"nonsense\": must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)"
     );
 
@@ -144,7 +137,7 @@ async fn service_cidrs_are_validated_as_kube_validates_them() {
     let mut changed = created.clone();
     changed["spec"]["cidrs"] = json!(["10.3.0.0/24"]);
     assert_eq!(
-        refused(addr, "PUT", &format!("{CIDRS}/extra"), &changed).await,
+        invalid_message(addr, "PUT", &format!("{CIDRS}/extra"), &changed).await,
         "ServiceCIDR.networking.k8s.io \"extra\" is invalid: spec.cidrs: Invalid value: []string{\"10.3.0.0/24\"}: field is immutable"
     );
     let (status, written) = send_json(
@@ -185,7 +178,7 @@ async fn ip_addresses_are_named_by_canonical_addresses() {
         ),
     ] {
         assert_eq!(
-            refused(addr, "POST", ADDRESSES, &address(name, parent.clone())).await,
+            invalid_message(addr, "POST", ADDRESSES, &address(name, parent.clone())).await,
             format!(
                 "IPAddress.networking.k8s.io \"{name}\" is invalid: metadata.name: Invalid value: \"{name}\": {problem}"
             )
@@ -194,11 +187,11 @@ async fn ip_addresses_are_named_by_canonical_addresses() {
     let orphan = json!({"apiVersion": "networking.k8s.io/v1", "kind": "IPAddress",
         "metadata": {"name": "10.0.0.9"}, "spec": {}});
     assert_eq!(
-        refused(addr, "POST", ADDRESSES, &orphan).await,
+        invalid_message(addr, "POST", ADDRESSES, &orphan).await,
         "IPAddress.networking.k8s.io \"10.0.0.9\" is invalid: spec.parentRef: Required value"
     );
     assert_eq!(
-        refused(
+        invalid_message(
             addr,
             "POST",
             ADDRESSES,
@@ -216,7 +209,7 @@ async fn ip_addresses_are_named_by_canonical_addresses() {
     let mut moved = stored.clone();
     moved["spec"]["parentRef"]["name"] = json!("other");
     assert_eq!(
-        refused(addr, "PUT", &format!("{ADDRESSES}/10.0.0.9"), &moved).await,
+        invalid_message(addr, "PUT", &format!("{ADDRESSES}/10.0.0.9"), &moved).await,
         "IPAddress.networking.k8s.io \"10.0.0.9\" is invalid: spec.parentRef: Invalid value: &networking.ParentReference{Group:\"\", Resource:\"services\", Namespace:\"default\", Name:\"other\"}: field is immutable"
     );
     let k = kubectl_support::Kubectl::new(addr);

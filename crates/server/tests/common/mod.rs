@@ -113,6 +113,24 @@ pub async fn request_with_headers(
     }
 }
 
+/// `method` of `object` to `path`: answered 422 Invalid; its message.
+pub async fn invalid_message(addr: SocketAddr, method: &str, path: &str, object: &Value) -> String {
+    let (status, body) = send_json(addr, method, path, object).await;
+    assert_eq!(status, 422, "{method} {path}: {body}");
+    assert_eq!(body["reason"], "Invalid", "{body}");
+    body["message"].as_str().unwrap_or_default().to_owned()
+}
+
+/// `method` of `object` to `path`: written (200 or 201); the stored object.
+pub async fn written(addr: SocketAddr, method: &str, path: &str, object: &Value) -> Value {
+    let (status, body) = send_json(addr, method, path, object).await;
+    assert!(
+        status == 200 || status == 201,
+        "{method} {path}: {status} {body}"
+    );
+    body
+}
+
 /// One write (`Connection: close`); its status, body (JSON, `Null` when not) and `Warning`
 /// header values; fails the test on a hang.
 pub async fn write_warned(
