@@ -23,9 +23,11 @@ use crate::size::check_size;
 /// Longest `generateName` prefix kept before the random suffix, as Kubernetes truncates it.
 const GENERATE_NAME_PREFIX_MAX: usize = 58;
 
-/// Checks an object name: a DNS-1123 label for namespaces, a DNS-1035 label for services and a
-/// DNS-1123 subdomain for every other kind, with Kubernetes' messages (the part after
-/// `Invalid value: "name": `).
+/// Checks an object name as kube's strategies do: a DNS-1123 label for namespaces, a DNS-1035
+/// label for services, an address in canonical form for IPAddresses, a path segment (not `.`
+/// or `..`, no `/` or `%`: `system:controller:x` passes) for the RBAC kinds,
+/// CertificateSigningRequests and custom resources, and a DNS-1123 subdomain for every other
+/// kind, with Kubernetes' messages (the part after `Invalid value: "name": `).
 ///
 /// # Errors
 /// The reason the name is not acceptable.
@@ -34,7 +36,34 @@ pub fn validate_name(def: &ResourceDef, name: &str) -> Result<(), String> {
         ("", "namespaces") => validate_dns1123_label(name),
         ("", "services") => validate_dns1035_label(name),
         ("networking.k8s.io", "ipaddresses") => crate::names::validate_ip_address_name(name),
+        // `ValidateRBACName`, and the generic store's key check for CertificateSigningRequests
+        // (`ValidateCertificateRequestName` takes any name).
+        ("rbac.authorization.k8s.io", _)
+        | ("certificates.k8s.io", "certificatesigningrequests") => path_segment(name),
+        // Custom resources: their strategy's `path.ValidatePathSegmentName`. (CRDs themselves,
+        // `events.k8s.io` Events and the reviews stay DNS subdomains.)
+        (group, _)
+            if !def.is_builtin()
+                && !crate::crd::is_crd(def)
+                && !matches!(
+                    group,
+                    "events.k8s.io" | "authentication.k8s.io" | "authorization.k8s.io"
+                ) =>
+        {
+            path_segment(name)
+        }
         _ => validate_dns1123_subdomain(name),
+    }
+}
+
+/// apimachinery's `path.ValidatePathSegmentName`: its first message.
+fn path_segment(name: &str) -> Result<(), String> {
+    match crate::names::path_segment_problems(name, false)
+        .into_iter()
+        .next()
+    {
+        Some(message) => Err(message),
+        None => Ok(()),
     }
 }
 
@@ -262,7 +291,7 @@ pub fn prepare_create(
             format!("{}{}", &prefix[..cut], ctx.random_suffix)
         }),
     };
-    let name = match name {
+    let name = match name.filter(|name| !name.is_empty()) {
         Some(name) => {
             if let Err(message) = validate_name(def, &name) {
                 causes.push(invalid_value("metadata.name", &name, &message));
@@ -602,6 +631,43 @@ mod tests {
             creation_timestamp: "2026-11-29T15:00:00Z".into(),
             random_suffix: "x7k2p".into(),
         }
+    }
+
+    #[test]
+    fn path_segment_names_for_rbac_kinds_signing_requests_and_custom_resources() {
+        for plural in [
+            "clusterroles",
+            "clusterrolebindings",
+            "roles",
+            "rolebindings",
+        ] {
+            let rbac = def(plural);
+            assert!(validate_name(&rbac, "system:aggregated-metrics-reader").is_ok());
+            assert!(validate_name(&rbac, "Admin_Role").is_ok());
+            assert_eq!(
+                validate_name(&rbac, "a/b").unwrap_err(),
+                "may not contain '/'"
+            );
+            assert_eq!(validate_name(&rbac, "..").unwrap_err(), "may not be '..'");
+        }
+        let csr = def("certificatesigningrequests");
+        assert!(validate_name(&csr, "node-csr-Ab_C:d").is_ok());
+        assert_eq!(
+            validate_name(&csr, "a%b").unwrap_err(),
+            "may not contain '%'"
+        );
+        let widgets = ResourceDef::named("example.com", "v1", "widgets", "Widget", true);
+        assert!(!widgets.is_builtin());
+        assert!(validate_name(&widgets, "My:Widget_1").is_ok());
+        assert_eq!(
+            validate_name(&widgets, "a/b").unwrap_err(),
+            "may not contain '/'"
+        );
+        // The rest stay DNS subdomains.
+        assert_eq!(
+            validate_name(&def("configmaps"), "a:b").unwrap_err(),
+            DNS1123_SUBDOMAIN_MESSAGE
+        );
     }
 
     #[test]

@@ -244,3 +244,53 @@ async fn roles_and_bindings() {
         "subjects": [{"kind": "ServiceAccount", "name": "sa"}]});
     refused(addr, bindings, &binding, "ClusterRoleBinding.rbac.authorization.k8s.io \"bad\" is invalid: [roleRef.kind: Unsupported value: \"Role\": supported values: \"ClusterRole\", subjects[0].namespace: Required value]").await;
 }
+
+/// Goal: the kinds whose names kube checks as path segments (`ValidateRBACName`, custom
+/// resources' strategy, CertificateSigningRequests) take names no DNS subdomain could be, as
+/// kube-prometheus's `system:aggregated-metrics-reader` ClusterRole; a `/` or `%` is refused
+/// with kube's message, and other kinds keep DNS names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn path_segment_names() {
+    let server = server().await;
+    let addr = server.addr;
+    let roles = "/apis/rbac.authorization.k8s.io/v1/clusterroles";
+    let role = |name: &str| {
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": name}, "rules": []})
+    };
+    created(addr, roles, &role("system:aggregated-metrics-reader")).await;
+    let bindings = "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings";
+    created(addr, bindings, &json!({"apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding", "metadata": {"name": "resource-metrics:system:auth-delegator"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+            "name": "system:auth-delegator"},
+        "subjects": [{"kind": "ServiceAccount", "name": "m", "namespace": "default"}]}))
+    .await;
+    refused(addr, roles, &role("a%b"), "ClusterRole.rbac.authorization.k8s.io \"a%b\" is invalid: metadata.name: Invalid value: \"a%b\": may not contain '%'").await;
+
+    let (status, body) = send_json(
+        addr,
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        &widgets_crd(),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let widgets = "/apis/example.com/v1/namespaces/default/widgets";
+    let widget = |name: &str| json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": name}});
+    // The CRD's resource is served once its cache is ready.
+    tokio::time::timeout(HANG_GUARD, async {
+        while send_json(addr, "POST", widgets, &widget("My:Widget_1"))
+            .await
+            .0
+            != 201
+        {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the custom resource created");
+    refused(addr, widgets, &widget("a%b"), "Widget.example.com \"a%b\" is invalid: metadata.name: Invalid value: \"a%b\": may not contain '%'").await;
+    refused(addr, "/api/v1/namespaces/default/configmaps", &json!({"apiVersion": "v1",
+        "kind": "ConfigMap", "metadata": {"name": "a:b"}}), "ConfigMap \"a:b\" is invalid: metadata.name: Invalid value: \"a:b\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')").await;
+}
