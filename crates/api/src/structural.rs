@@ -770,7 +770,8 @@ fn list_map(schema: &Value, items: &[Value], path: &str, causes: &mut Vec<Cause>
 
 /// Applies a structural schema's `default`s and prunes the fields it does not declare, as
 /// kube-apiserver does to a custom resource it decodes: a field absent (or null where the
-/// schema is not `nullable`) gets its property's `default`; an object keeps only its
+/// schema is not `nullable`) gets its property's `default`; a null where the schema is neither
+/// `nullable` nor defaulted is dropped; an object keeps only its
 /// `properties` unless it has `additionalProperties` or `x-kubernetes-preserve-unknown-fields:
 /// true`; `apiVersion`, `kind` and `metadata` stay at the root and in
 /// `x-kubernetes-embedded-resource` objects. Returns the paths of the pruned fields, sorted,
@@ -882,6 +883,19 @@ fn walk_object(
             kept
         });
     }
+    // kube's `PruneNonNullableNullsWithoutDefaults`: a null where the schema declares a field
+    // (a property, or `additionalProperties`' schema) that is neither `nullable` nor defaulted
+    // is dropped, as if left out (a defaulted one got its default above). A YAML key whose
+    // children are all commented out is such a null.
+    fields.retain(|key, value| {
+        if !value.is_null() || is_meta(key) {
+            return true;
+        }
+        let declared = properties
+            .and_then(|p| p.get(key))
+            .or(additional.filter(|a| a.is_object()));
+        !declared.is_some_and(|s| !is_true(s, "nullable") && s.get("default").is_none())
+    });
     for (key, value) in fields.iter_mut() {
         if is_meta(key) {
             continue;

@@ -619,3 +619,32 @@ fn embedded_resources_are_checked_and_block_the_rules() {
         Vec::<String>::new()
     );
 }
+
+#[test]
+fn non_nullable_nulls_without_defaults_are_dropped_as_kube_drops_them() {
+    let schema = with_spec(json!({"type": "object", "properties": {
+        "csi": {"type": "object", "properties": {
+            "cephfs": {"type": "object", "properties": {"opts": {"type": "string"}}},
+            "mode": {"type": "string", "default": "auto"},
+            "note": {"type": "string", "nullable": true}}},
+        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+        "items": {"type": "array", "items": {"type": "object",
+            "properties": {"a": {"type": "string"}}}}}}));
+    let mut object = json!({"apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": "w"},
+        "spec": {"csi": {"cephfs": null, "mode": null, "note": null},
+            "labels": {"x": null, "y": "1"}, "items": [null, {"a": null}]}});
+    let pruned = prune_and_default(&schema, &mut object);
+    assert!(pruned.is_empty(), "{pruned:?}");
+    assert_eq!(
+        object["spec"],
+        json!({"csi": {"mode": "auto", "note": null}, "labels": {"y": "1"},
+            "items": [null, {}]})
+    );
+    // A list's null item stays, and is refused as kube refuses it; the rest passes.
+    let refused = check_custom(&widget(), &schema, None, &object, None).unwrap_err();
+    assert_eq!(
+        refused.message,
+        "Widget.example.com \"w\" is invalid: spec.items[0]: Invalid value: \"null\": spec.items[0] in body must be of type object: \"null\""
+    );
+}
