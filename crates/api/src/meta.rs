@@ -56,13 +56,23 @@ pub fn validate_name(def: &ResourceDef, name: &str) -> Result<(), String> {
     }
 }
 
-/// apimachinery's `path.ValidatePathSegmentName`: its first message.
+/// apimachinery's `path.ValidatePathSegmentName`: its first message. Unlike kube, a character
+/// that a client must percent-escape in a URL path (Go's `url.PathEscape` set: anything but
+/// letters, digits and `-._~$&+,:;=@`) is refused too, as `may not contain '<'`: this server's
+/// request paths carry no escapes (`limits::check_path`: a segment has one spelling), so such
+/// a name could be created but never read, changed or deleted by name.
 fn path_segment(name: &str) -> Result<(), String> {
-    match crate::names::path_segment_problems(name, false)
+    if let Some(message) = crate::names::path_segment_problems(name, false)
         .into_iter()
         .next()
     {
-        Some(message) => Err(message),
+        return Err(message);
+    }
+    match name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "-._~$&+,:;=@".contains(*c)))
+    {
+        Some(c) => Err(format!("may not contain '{c}'")),
         None => Ok(()),
     }
 }
@@ -655,6 +665,15 @@ mod tests {
         assert_eq!(
             validate_name(&csr, "a%b").unwrap_err(),
             "may not contain '%'"
+        );
+        // What a URL must escape is refused (this server's paths carry no escapes).
+        assert_eq!(
+            validate_name(&csr, "a<b").unwrap_err(),
+            "may not contain '<'"
+        );
+        assert_eq!(
+            validate_name(&csr, "caf\u{e9}").unwrap_err(),
+            "may not contain '\u{e9}'"
         );
         let widgets = ResourceDef::named("example.com", "v1", "widgets", "Widget", true);
         assert!(!widgets.is_builtin());
