@@ -336,6 +336,11 @@ pub fn validate_write(
         }
         _ => {}
     }
+    answer(def, object, causes)
+}
+
+/// 422 Invalid with `causes` for `object`, or `Ok` when there are none.
+fn answer(def: &ResourceDef, object: &Value, causes: Vec<Cause>) -> Result<(), ApiError> {
     if causes.is_empty() {
         return Ok(());
     }
@@ -361,14 +366,7 @@ pub fn validate_status(def: &ResourceDef, object: &Value, old: &Value) -> Result
     }
     let mut causes = Vec::new();
     status::validate(def, object, old, &mut causes);
-    if causes.is_empty() {
-        return Ok(());
-    }
-    Err(ApiError::invalid(
-        def,
-        text(object, "metadata.name"),
-        causes,
-    ))
+    answer(def, object, causes)
 }
 
 /// The pod spec fields an update may change, as kube's `ValidatePodUpdate` lists them.

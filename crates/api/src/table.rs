@@ -2713,20 +2713,17 @@ pub fn printer_table(
             json!({"cells": cells, "object": partial_object_metadata(object)})
         })
         .collect();
-    let mut metadata = Map::new();
-    if !resource_version.is_empty() {
-        metadata.insert("resourceVersion".into(), json!(resource_version));
-    }
-    if let Some(token) = continue_token.filter(|t| !t.is_empty()) {
-        metadata.insert("continue".into(), json!(token));
-    }
-    Some(json!({
-        "kind": "Table",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": metadata,
-        "columnDefinitions": if include_column_definitions { Value::Array(definitions) } else { json!([]) },
-        "rows": rows,
-    }))
+    let definitions = if include_column_definitions {
+        definitions
+    } else {
+        Vec::new()
+    };
+    Some(envelope(
+        definitions,
+        rows,
+        resource_version,
+        continue_token,
+    ))
 }
 
 /// The object's metadata as `meta.k8s.io/v1` `PartialObjectMetadata`.
@@ -2794,6 +2791,17 @@ pub fn to_table_with(
             })
         })
         .collect();
+    envelope(definitions, rows, resource_version, continue_token)
+}
+
+/// A `meta.k8s.io/v1` Table of `rows` under `definitions`, with `metadata.resourceVersion` and
+/// (when given) `metadata.continue`.
+fn envelope(
+    definitions: Vec<Value>,
+    rows: Vec<Value>,
+    resource_version: &str,
+    continue_token: Option<&str>,
+) -> Value {
     let mut metadata = Map::new();
     if !resource_version.is_empty() {
         metadata.insert("resourceVersion".into(), json!(resource_version));
@@ -2842,18 +2850,12 @@ pub fn scale_table(scale: &Value, now_unix_seconds: i64) -> Value {
         int(scale, "status.replicas"),
         age(text(scale, "metadata.creationTimestamp"), now_unix_seconds),
     ]);
-    let mut metadata = Map::new();
-    let resource_version = text(scale, "metadata.resourceVersion");
-    if !resource_version.is_empty() {
-        metadata.insert("resourceVersion".into(), json!(resource_version));
-    }
-    json!({
-        "kind": "Table",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": metadata,
-        "columnDefinitions": definitions,
-        "rows": [{"cells": cells, "object": partial_object_metadata(scale)}],
-    })
+    envelope(
+        definitions,
+        vec![json!({"cells": cells, "object": partial_object_metadata(scale)})],
+        text(scale, "metadata.resourceVersion"),
+        None,
+    )
 }
 
 #[cfg(test)]
