@@ -4,7 +4,7 @@
 //! ValidatingAdmissionPolicyBinding, FlowSchema and PriorityLevelConfiguration; and the
 //! validation of other built-in kinds by area, each module saying what it checks and what not:
 //! `workloads`, `apps` (the workloads' strategies), `webhooks`, `autoscaling`, `policy`,
-//! `batch`, `storage`, `limit_range`, `nodes` (and Endpoints), `discovery`, `networking`,
+//! `batch`, `storage`, `persistent_volumes`, `limit_range`, `nodes` (and Endpoints), `discovery`, `networking`,
 //! `coordination`, `rbac`, `services`, `namespaces`, `quota` (ResourceQuotas), `events` (core
 //! and `events.k8s.io/v1`); and `status`, the rules of `status` subresource writes
 //! ([`validate_status`]).

@@ -7,21 +7,6 @@ mod common;
 use common::*;
 use serde_json::{Value, json};
 
-/// Posts `object` to `path`: 422 with `message`.
-async fn refused(addr: std::net::SocketAddr, path: &str, object: &Value, message: &str) {
-    assert_eq!(
-        invalid_message(addr, "POST", path, object).await,
-        message,
-        "{path}"
-    );
-}
-
-/// Posts `object` to `path`: created.
-async fn created(addr: std::net::SocketAddr, path: &str, object: &Value) {
-    let (status, body) = send_json(addr, "POST", path, object).await;
-    assert_eq!(status, 201, "{path}: {body}");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn horizontal_pod_autoscalers() {
     let server = server().await;

@@ -7,21 +7,6 @@ mod common;
 use common::*;
 use serde_json::{Value, json};
 
-/// Posts `object` to `path`: 422 with `message`.
-async fn refused(addr: std::net::SocketAddr, path: &str, object: &Value, message: &str) {
-    assert_eq!(
-        invalid_message(addr, "POST", path, object).await,
-        message,
-        "{path}"
-    );
-}
-
-/// Posts `object` to `path`: created.
-async fn created(addr: std::net::SocketAddr, path: &str, object: &Value) {
-    let (status, body) = send_json(addr, "POST", path, object).await;
-    assert_eq!(status, 201, "{path}: {body}");
-}
-
 /// Merge-patches `path` with `patch`: 422 with `message`.
 async fn patch_refused(addr: std::net::SocketAddr, path: &str, patch: &Value, message: &str) {
     let (status, body) = request(

@@ -50,14 +50,6 @@ use crate::field::{Cause, forbidden, go_quote, invalid, not_supported, required}
 use crate::names::{validate_dns1123_label, validate_dns1123_subdomain};
 use crate::quantity::Quantity;
 
-/// kube's `supportedAccessModes`, sorted.
-const ACCESS_MODES: [&str; 4] = [
-    "ReadOnlyMany",
-    "ReadWriteMany",
-    "ReadWriteOnce",
-    "ReadWriteOncePod",
-];
-
 /// The persistent volume sources in `ValidatePersistentVolumeSpec`'s order: the JSON key and
 /// the child kube names in its more-than-one-source error.
 const SOURCES: [(&str, &str); 22] = [
@@ -141,27 +133,7 @@ fn spec_causes(spec: &Value, name: &str, causes: &mut Vec<Cause>) {
     if modes.is_empty() {
         causes.push(required("spec.accessModes", ""));
     }
-    let (mut once_pod, mut others) = (false, false);
-    for mode in modes {
-        let mode = mode.as_str().unwrap_or("");
-        if !ACCESS_MODES.contains(&mode) {
-            causes.push(not_supported(
-                "spec.accessModes",
-                &go_quote(mode),
-                &ACCESS_MODES,
-            ));
-        } else if mode == "ReadWriteOncePod" {
-            once_pod = true;
-        } else {
-            others = true;
-        }
-    }
-    if once_pod && others {
-        causes.push(forbidden(
-            "spec.accessModes",
-            "may not use ReadWriteOncePod with other access modes",
-        ));
-    }
+    super::storage::access_modes(modes.iter().map(|m| m.as_str().unwrap_or("")), causes);
     capacity(spec, causes);
     let policy = text(spec, "persistentVolumeReclaimPolicy");
     if !policy.is_empty() && !matches!(policy, "Delete" | "Recycle" | "Retain") {
@@ -309,20 +281,7 @@ fn volume_source(key: &str, source: &Value, causes: &mut Vec<Cause>) {
     };
     match key {
         "hostPath" => pod_spec::host_path(source, &here, causes),
-        "nfs" => {
-            need("server", causes);
-            let path = text(source, "path");
-            if path.is_empty() {
-                causes.push(required(&format!("{here}.path"), ""));
-            }
-            if !path.starts_with('/') {
-                causes.push(invalid(
-                    &format!("{here}.path"),
-                    &go_quote(path),
-                    "must be an absolute path",
-                ));
-            }
-        }
+        "nfs" => pod_spec::nfs(source, &here, causes),
         "local" => {
             let path = text(source, "path");
             if path.is_empty() {

@@ -718,22 +718,7 @@ pub(super) fn volume_source(
                 }
                 items_with_mode(source, &here, causes);
             }
-            "nfs" => {
-                let path = text(source, "path");
-                if text(source, "server").is_empty() {
-                    causes.push(required(&format!("{here}.server"), ""));
-                }
-                if path.is_empty() {
-                    causes.push(required(&format!("{here}.path"), ""));
-                }
-                if !path.starts_with('/') {
-                    causes.push(invalid(
-                        &format!("{here}.path"),
-                        &go_quote(path),
-                        "must be an absolute path",
-                    ));
-                }
-            }
+            "nfs" => nfs(source, &here, causes),
             "persistentVolumeClaim" => {
                 if text(source, "claimName").is_empty() {
                     causes.push(required(&format!("{here}.claimName"), ""));
@@ -852,6 +837,25 @@ pub(super) fn volume_source(
     }
     if count == 0 {
         causes.push(required(at, "must specify a volume type"));
+    }
+}
+
+/// `validateNFSVolumeSource` (pods' volumes and PersistentVolumes): a server and an absolute
+/// path.
+pub(super) fn nfs(source: &Value, here: &str, causes: &mut Vec<Cause>) {
+    let path = text(source, "path");
+    if text(source, "server").is_empty() {
+        causes.push(required(&format!("{here}.server"), ""));
+    }
+    if path.is_empty() {
+        causes.push(required(&format!("{here}.path"), ""));
+    }
+    if !path.starts_with('/') {
+        causes.push(invalid(
+            &format!("{here}.path"),
+            &go_quote(path),
+            "must be an absolute path",
+        ));
     }
 }
 

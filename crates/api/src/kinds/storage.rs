@@ -48,6 +48,32 @@ const ACCESS_MODES: [&str; 4] = [
 const MAX_PARAMETERS: usize = 512;
 const MAX_PARAMETERS_BYTES: usize = 256 * 1024;
 
+/// A claim's or volume's access modes (`ValidatePersistentVolumeSpec` and
+/// `ValidatePersistentVolumeClaimSpec` share the check): each one kube supports, and
+/// `ReadWriteOncePod` alone.
+pub(super) fn access_modes<'a>(modes: impl Iterator<Item = &'a str>, causes: &mut Vec<Cause>) {
+    let (mut once_pod, mut others) = (false, false);
+    for mode in modes {
+        if !ACCESS_MODES.contains(&mode) {
+            causes.push(not_supported(
+                "spec.accessModes",
+                &go_quote(mode),
+                &ACCESS_MODES,
+            ));
+        } else if mode == "ReadWriteOncePod" {
+            once_pod = true;
+        } else {
+            others = true;
+        }
+    }
+    if once_pod && others {
+        causes.push(forbidden(
+            "spec.accessModes",
+            "may not use ReadWriteOncePod with other access modes",
+        ));
+    }
+}
+
 /// The causes of the PersistentVolumeClaim `object` (updating `old`).
 pub(super) fn claim(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
     claim_spec(object, causes);
@@ -228,26 +254,7 @@ fn claim_spec(object: &Value, causes: &mut Vec<Cause>) {
         ));
     }
     pod_spec::label_selector(spec.get("selector"), "spec.selector", causes);
-    let (mut once_pod, mut others) = (false, false);
-    for mode in &modes {
-        if !ACCESS_MODES.contains(mode) {
-            causes.push(not_supported(
-                "spec.accessModes",
-                &go_quote(mode),
-                &ACCESS_MODES,
-            ));
-        } else if *mode == "ReadWriteOncePod" {
-            once_pod = true;
-        } else {
-            others = true;
-        }
-    }
-    if once_pod && others {
-        causes.push(forbidden(
-            "spec.accessModes",
-            "may not use ReadWriteOncePod with other access modes",
-        ));
-    }
+    access_modes(modes.iter().copied(), causes);
     let storage = spec
         .pointer("/resources/requests/storage")
         .filter(|v| !v.is_null());

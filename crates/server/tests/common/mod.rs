@@ -121,6 +121,21 @@ pub async fn invalid_message(addr: SocketAddr, method: &str, path: &str, object:
     body["message"].as_str().unwrap_or_default().to_owned()
 }
 
+/// Posts `object` to `path`: 422 Invalid with `message`.
+pub async fn refused(addr: SocketAddr, path: &str, object: &Value, message: &str) {
+    assert_eq!(
+        invalid_message(addr, "POST", path, object).await,
+        message,
+        "{path}"
+    );
+}
+
+/// Posts `object` to `path`: created (201).
+pub async fn created(addr: SocketAddr, path: &str, object: &Value) {
+    let (status, body) = send_json(addr, "POST", path, object).await;
+    assert_eq!(status, 201, "{path}: {body}");
+}
+
 /// `method` of `object` to `path`: written (200 or 201); the stored object.
 pub async fn written(addr: SocketAddr, method: &str, path: &str, object: &Value) -> Value {
     let (status, body) = send_json(addr, method, path, object).await;
