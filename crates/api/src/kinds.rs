@@ -4,10 +4,10 @@
 //! ValidatingAdmissionPolicyBinding, FlowSchema and PriorityLevelConfiguration; and the
 //! validation of other built-in kinds by area, each module saying what it checks and what not:
 //! `workloads`, `apps` (the workloads' strategies), `webhooks`, `autoscaling`, `policy`,
-//! `batch`, `storage`, `persistent_volumes`, `limit_range`, `nodes` (and Endpoints), `discovery`, `networking`,
-//! `coordination`, `rbac`, `services`, `namespaces`, `quota` (ResourceQuotas), `events` (core
-//! and `events.k8s.io/v1`); and `status`, the rules of `status` subresource writes
-//! ([`validate_status`]).
+//! `batch`, `storage`, `persistent_volumes`, `limit_range`, `nodes` (and Endpoints),
+//! `discovery`, `networking`, `coordination`, `rbac`, `services`, `namespaces`, `quota`
+//! (ResourceQuotas), `events` (core and `events.k8s.io/v1`); and `status`, the rules of
+//! `status` subresource writes ([`validate_status`]).
 //!
 //! ## Guarantees
 //! - Defaults ([`apply_defaults`]) are those of kube's `pkg/apis/{storage,admissionregistration,
