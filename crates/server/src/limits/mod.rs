@@ -10,7 +10,7 @@
 //! | `max-header-bytes` (request line + headers)   | 1 MiB   | 431 RequestHeaderFieldsTooLarge |
 //! | request URI (fixed, the `http` crate)         | 65534 B | 414 RequestURITooLong (`http::wire`) |
 //! | malformed HTTP/1.1 request                    | —       | 400 BadRequest (`http::wire`) |
-//! | path form ([`check_path`])                    | —       | 400 BadRequest |
+//! | path form ([`check_path`]) and escapes ([`canonical_path`]) | — | 400 BadRequest |
 //! | `allowed-hosts` (plain HTTP on loopback, [`check_host`]) | none | 403 Forbidden |
 //! | `request-header-timeout-ms`, `idle-timeout-ms`, `write-timeout-ms` | 32 s, 90 s, 60 s | connection closed (`http::connection`, `http::wire`) |
 //! | `max-request-body-bytes`                      | 3 MiB   | 413 RequestEntityTooLarge `Request entity too large: limit is 3145728` |
@@ -90,7 +90,9 @@
 //!   (`Offload::in_place`).
 //!
 //! ## Order
-//! 1. header size, 1b. the `Host` of plain HTTP on loopback ([`check_host`]),
+//! 1. header size, 1b. the `Host` of plain HTTP on loopback ([`check_host`]), 1c. the path's
+//!    one spelling ([`canonical_path`]: escapes decoded where that changes nothing, 400 for a
+//!    malformed one),
 //! 2. authentication and impersonation (401 before anything is read or counted; the
 //!    impersonated user is the one limited, classified and authorized), 2b. the path form
 //!    ([`check_path`]), 2c. API Priority and Fairness' classification ([`apf`]), 3. watch
@@ -135,6 +137,7 @@
 //! `tests/limits.rs` checks with 10,000 such clients.
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -868,13 +871,13 @@ fn header_bytes(request: &Request) -> usize {
 /// Path safety, for every path (not only `/api` and `/apis`): a path has one form. Each of its
 /// segments must be a valid path segment name as kube-apiserver requires
 /// (`IsValidPathSegmentName`): not empty (so no `//` anywhere, leading ones included; one
-/// trailing slash is allowed), not `.` or `..`, without `%` (no escaped slash, dot or anything
-/// else: no segment has two spellings) and without control characters. Nothing is normalised:
-/// a path in another form is refused before anything else looks at it, so the router, the
-/// authorizer and the store key all see the same segments. Resource segments become parts of
-/// a store key (the namespace and the name); names and namespaces in bodies are validated as
-/// DNS names by the api crate, and the handler refuses a body whose name or namespace differs
-/// from the URL's.
+/// trailing slash is allowed), not `.` or `..`, and without control characters; a `%` only
+/// in an escape of two hex digits. Nothing is normalised here: the layer first rewrites a
+/// path into its one spelling ([`canonical_path`]), so the router, the authorizer and the
+/// store key all see the same segments whatever spelling the client chose. Resource segments
+/// become parts of a store key (the namespace and the name); names and namespaces in bodies
+/// are validated by the api crate (none may hold a `%`), and the handler refuses a body whose
+/// name or namespace differs from the URL's.
 ///
 /// # Errors
 /// 400 BadRequest naming the segment.
@@ -911,13 +914,109 @@ pub fn check_path(path: &str) -> Result<(), ApiError> {
             "" => "may not be empty",
             "." | ".." => "may not be '.' or '..'",
             _ if printable => continue,
-            _ if segment.contains('%') => "may not contain '%'",
+            _ if !escapes_are_whole(segment) => {
+                "may not contain '%' but in an escape of two hex digits"
+            }
             _ if segment.chars().any(char::is_control) => "may not contain control characters",
             _ => continue,
         };
         return refuse(segment, problem);
     }
     Ok(())
+}
+
+/// Whether every `%` of `segment` starts an escape of two hex digits.
+fn escapes_are_whole(segment: &str) -> bool {
+    let bytes = segment.as_bytes();
+    bytes.iter().enumerate().all(|(at, &byte)| {
+        byte != b'%'
+            || bytes
+                .get(at + 1..at + 3)
+                .is_some_and(|hex| hex.iter().all(u8::is_ascii_hexdigit))
+    })
+}
+
+/// Whether `byte` stands for itself in a canonical path segment: RFC 3986's `pchar` without
+/// `%` (unreserved characters, sub-delimiters, `:` and `@`). Escaping one of these changes
+/// nothing (RFC 3986 §6.2.2.2), so its escape is decoded; every other byte stays escaped.
+fn plain_in_segment(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@".contains(&byte)
+}
+
+/// The one spelling of a request path whose segments carry percent-escapes or bytes RFC 3986
+/// does not let a path hold raw, `None` when `path` is in it already (almost every path: one
+/// pass over its bytes). Clients escape differently: client-python escapes everything but
+/// letters, digits and `_.-~` in a path parameter (`clusterroles/system%3Anode`), client-go
+/// only what Go's `url.PathEscape` does, kubectl with raw `:`. Here an escape of a byte that
+/// may stand for itself (`%3A`, `%41`, `%2e`) is decoded, as kube-apiserver (Go's `net/http`)
+/// decodes every escape before routing, and any other byte is escaped in upper-case hex
+/// (`%20`, `%C3%A9`, `%25`), so each segment has one spelling and an escape never splits or
+/// joins segments. A name that needs an escape cannot be stored here (`meta::validate_name`),
+/// so such a segment names no object: a read is a 404, a write a name mismatch or a 422.
+///
+/// # Errors
+/// 400 BadRequest for an escape that is not two hex digits and for an escaped `/`, which
+/// kube-apiserver would read as a segment boundary: a path means what it spells.
+pub fn canonical_path(path: &str) -> Result<Option<String>, ApiError> {
+    let bytes = path.as_bytes();
+    if bytes.iter().all(|&b| b == b'/' || plain_in_segment(b)) {
+        return Ok(None);
+    }
+    if path == "*" {
+        return Ok(None);
+    }
+    let refuse = |problem: &str| {
+        Err(ApiError::bad_request(format!(
+            "invalid path {path:?}: {problem}"
+        )))
+    };
+    let mut canonical = String::with_capacity(path.len() + 8);
+    let mut at = 0;
+    while let Some(&byte) = bytes.get(at) {
+        let decoded = if byte == b'%' {
+            let hex = bytes.get(at + 1..at + 3).and_then(|hex| {
+                let hex = std::str::from_utf8(hex).ok()?;
+                if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return None;
+                }
+                u8::from_str_radix(hex, 16).ok()
+            });
+            let Some(decoded) = hex else {
+                return refuse("'%' must start an escape of two hex digits");
+            };
+            if decoded == b'/' {
+                return refuse("an escaped '/' is not a path segment's");
+            }
+            at += 3;
+            decoded
+        } else {
+            at += 1;
+            byte
+        };
+        if decoded == b'/' || plain_in_segment(decoded) {
+            canonical.push(char::from(decoded));
+        } else {
+            // Writing to a `String` cannot fail.
+            let _ = write!(canonical, "%{decoded:02X}");
+        }
+    }
+    Ok((canonical != path).then_some(canonical))
+}
+
+/// `uri` with its path replaced by `path` (its query, scheme and authority kept).
+fn with_path(uri: &axum::http::Uri, path: &str) -> Result<axum::http::Uri, ApiError> {
+    let path_and_query = match uri.query() {
+        Some(query) => format!("{path}?{query}"),
+        None => path.to_owned(),
+    };
+    let mut parts = uri.clone().into_parts();
+    parts.path_and_query = Some(
+        path_and_query
+            .parse()
+            .map_err(|_| ApiError::bad_request(format!("invalid path {path:?}")))?,
+    );
+    axum::http::Uri::from_parts(parts)
+        .map_err(|_| ApiError::bad_request(format!("invalid path {path:?}")))
 }
 
 /// Whether no `/`-separated segment of `rest` is empty, `.` or `..`, found in one pass over its
@@ -1053,6 +1152,16 @@ where
         if let Err(error) = check_host(host, &config.allowed_hosts) {
             return limits.reject(Limit::Host, &error);
         }
+    }
+    // One spelling of the path for everything after this (Go's `net/http` decodes escapes
+    // before kube-apiserver's filters too, and refuses a malformed one with 400 first).
+    match canonical_path(parts.uri.path()) {
+        Ok(None) => {}
+        Ok(Some(path)) => match with_path(&parts.uri, &path) {
+            Ok(uri) => parts.uri = uri,
+            Err(error) => return limits.reject(Limit::Path, &error),
+        },
+        Err(error) => return limits.reject(Limit::Path, &error),
     }
     let user = match state
         .auth
@@ -1462,13 +1571,17 @@ mod tests {
             "/../api/v1",
             "/api/v1/..",
             "/healthz/.",
-            "/%61pi/v1",
-            "/api%2Fv1/namespaces",
             "/api/v1/namespaces/default/configmaps/%2e%2e",
             "/debug//watchers",
             "/ui/%2E%2E/x",
+            "/api/v1/%zz",
+            "/api/v1/a%2",
         ] {
-            let error = check_path(bad).unwrap_err();
+            // As the layer checks a path: its one spelling first, then its segments.
+            let error = match canonical_path(bad) {
+                Ok(canonical) => check_path(canonical.as_deref().unwrap_or(bad)).unwrap_err(),
+                Err(error) => error,
+            };
             assert_eq!(error.code, 400, "{bad}");
         }
         for good in [
@@ -1484,6 +1597,67 @@ mod tests {
         ] {
             assert!(check_path(good).is_ok(), "{good}");
         }
+    }
+
+    /// Each path has one spelling: escapes of bytes that may stand for themselves decoded,
+    /// every other byte escaped in upper-case hex; an escaped `/` or a broken escape refused.
+    #[test]
+    fn paths_have_one_spelling() {
+        for (path, canonical) in [
+            ("/api/v1/namespaces/default/configmaps/a.b-c", None),
+            (
+                "/apis/rbac.authorization.k8s.io/v1/clusterroles/system:node",
+                None,
+            ),
+            ("/", None),
+            ("*", None),
+            // client-python escapes ':' (and all but `_.-~`, letters and digits).
+            (
+                "/apis/rbac.authorization.k8s.io/v1/clusterroles/system%3Anode",
+                Some("/apis/rbac.authorization.k8s.io/v1/clusterroles/system:node"),
+            ),
+            ("/%61pi/v1", Some("/api/v1")),
+            (
+                "/api/v1/namespaces/a%40b%3d%2B",
+                Some("/api/v1/namespaces/a@b=+"),
+            ),
+            ("/api/v1/namespaces/%2e%2E", Some("/api/v1/namespaces/..")),
+            // Bytes that may not stand for themselves stay escaped, in upper case.
+            ("/api/v1/namespaces/a%20b", None),
+            (
+                "/api/v1/namespaces/a%3cb%3E",
+                Some("/api/v1/namespaces/a%3Cb%3E"),
+            ),
+            (
+                "/api/v1/namespaces/%c3%a9",
+                Some("/api/v1/namespaces/%C3%A9"),
+            ),
+            ("/api/v1/namespaces/%25", None),
+            ("/api/v1/namespaces/%2541", None),
+            ("/api/v1/namespaces/a\"b", Some("/api/v1/namespaces/a%22b")),
+        ] {
+            let got = canonical_path(path).unwrap_or_else(|e| panic!("{path}: {e:?}"));
+            assert_eq!(got.as_deref(), canonical, "{path}");
+            // The one spelling is its own: spelling it again changes nothing.
+            let spelled = got.as_deref().unwrap_or(path);
+            assert_eq!(canonical_path(spelled).unwrap(), None, "{spelled}");
+        }
+        for bad in [
+            "/api%2Fv1",
+            "/api%2fv1",
+            "/a/%",
+            "/a/%4",
+            "/a/%g0",
+            "/a/%%41",
+        ] {
+            assert_eq!(canonical_path(bad).unwrap_err().code, 400, "{bad}");
+        }
+        // The segments are checked after the decoding: `%2e%2e` is `..`.
+        let dots = canonical_path("/api/v1/namespaces/%2e%2e")
+            .unwrap()
+            .unwrap();
+        assert_eq!(check_path(&dots).unwrap_err().code, 400);
+        assert!(check_path("/api/v1/namespaces/a%3Cb").is_ok());
     }
 
     /// The one-pass segment check says what splitting says, for every text of up to seven

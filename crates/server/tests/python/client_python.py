@@ -6,7 +6,8 @@ Lists namespaces, writes ConfigMaps, pages a list, watches the changes another t
 (with allow_watch_bookmarks and timeout_seconds), does a streaming list (send_initial_events)
 that ends with the initial-events-end bookmark, sees an in-stream 410 raised as
 ApiException(410), and creates an apiregistration.k8s.io APIService twice (the conflict's
-Status body as kube-apiserver writes it). Prints one line per check and exits non-zero on any mismatch.
+Status body as kube-apiserver writes it), and reads, patches and deletes a ClusterRole whose
+name holds ':' (which the client escapes in the path). Prints one line per check and exits non-zero on any mismatch.
 """
 
 import signal
@@ -195,6 +196,25 @@ def main(host):
         )
         check(e.status == 409 and e.body == expected, f"APIService conflict body: {e.body!r}")
     reg.delete_api_service("v1alpha1.wardle.k8s.io")
+
+    # A name with ':' (kube's `system:` roles): client-python escapes every path parameter
+    # but letters, digits and `_.-~`, so it asks for `clusterroles/py%3Areader`.
+    rbac = client.RbacAuthorizationV1Api(client.ApiClient(cfg))
+    role = client.V1ClusterRole(
+        metadata=client.V1ObjectMeta(name="py:reader"),
+        rules=[client.V1PolicyRule(api_groups=[""], resources=["pods"], verbs=["get"])],
+    )
+    rbac.create_cluster_role(role)
+    got = rbac.read_cluster_role("py:reader")
+    check(got.metadata.name == "py:reader", f"ClusterRole py:reader read back: {got.metadata.name}")
+    patched = rbac.patch_cluster_role("py:reader", {"metadata": {"labels": {"k": "v"}}})
+    check(patched.metadata.labels == {"k": "v"}, f"ClusterRole py:reader patched: {patched.metadata.labels}")
+    rbac.delete_cluster_role("py:reader")
+    try:
+        rbac.read_cluster_role("py:reader")
+        check(False, "a deleted ClusterRole py:reader raises 404")
+    except ApiException as e:
+        check(e.status == 404, f"a deleted ClusterRole py:reader raises 404 (got {e.status})")
 
     api.delete_namespaced_config_map("py-a", NS)
     try:
