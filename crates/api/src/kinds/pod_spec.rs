@@ -2096,7 +2096,7 @@ fn seccomp_profile(profile: &Value, at: &str, causes: &mut Vec<Cause>) {
 }
 
 /// `ValidateAppArmorProfileField`.
-fn app_armor_profile(profile: &Value, at: &str, causes: &mut Vec<Cause>) {
+pub(crate) fn app_armor_profile(profile: &Value, at: &str, causes: &mut Vec<Cause>) {
     let local = get(profile, "localhostProfile");
     let local_path = format!("{at}.localhostProfile");
     match text(profile, "type") {
