@@ -801,6 +801,9 @@ fn service_account_alias(spec: &mut Value) {
 /// `clusterTrustBundle` of every projected volume's sources, leaving the source empty
 /// (`dropDisabledClusterTrustBundleProjection`). An old object never holds them (they were
 /// dropped when it was written), so kube's "unless the old object uses them" never applies.
+/// Differs from kube: an object stored by an earlier version of this server, which kept
+/// image volumes and trust bundle projections, loses them on its next update (kube keeps
+/// what the old object uses), and a Pod's update is then refused as a spec change.
 fn drop_disabled_fields(spec: &mut Value) {
     let Some(map) = spec.as_object_mut() else {
         return;
