@@ -14,9 +14,15 @@
 //!   written again is unchanged by it.
 //! - The only removals and replacements: the pod spec fields whose feature gate is off by
 //!   default in kube 1.33 (`resourceClaims` and containers' `resources.claims` of
-//!   `DynamicResourceAllocation`, the pod-level `resources` of `PodLevelResources`) are
-//!   dropped from pods and templates, as kube's `dropDisabledPodFields` does, so they are
-//!   neither validated nor stored; a Service with `sessionAffinity: None` loses its
+//!   `DynamicResourceAllocation`, the pod-level `resources` of `PodLevelResources`, `image`
+//!   volumes and their mounts of `ImageVolume`, projected volumes' `clusterTrustBundle`
+//!   sources of `ClusterTrustBundleProjection`) are dropped from pods and templates, as
+//!   kube's `dropDisabledPodFields` does, so they are neither validated nor stored (the
+//!   documentation's image volume examples go in without their volume, as on a default kube
+//!   1.33); `VolumeAttributesClass`'s `spec.volumeAttributesClassName` is dropped from
+//!   PersistentVolumeClaims and PersistentVolumes likewise (claim templates, a StatefulSet's
+//!   or an ephemeral volume's, keep it: not compared with kube here);
+//!   a Service with `sessionAffinity: None` loses its
 //!   `sessionAffinityConfig`, and one with `ClientIP` whose config has no timeout gets
 //!   `{"clientIP": {"timeoutSeconds": 10800}}` in its place (`SetDefaults_Service`); a
 //!   quantity in a resource list (containers' requests and limits, overhead, claims', nodes',
@@ -46,8 +52,9 @@
 //! Feature gates as kube 1.33 ships them: `JobPodReplacementPolicy` and
 //! `JobBackoffLimitPerIndex` on (`podReplacementPolicy`, the largest `backoffLimit` with a
 //! limit per index); `StatefulSetAutoDeletePVC` on (the claim retention policy);
-//! `ImageVolume`, `PodLevelResources`, `HPAConfigurableTolerance` off (no image volume pull
-//! policy, pod-level requests or tolerance defaults).
+//! `ImageVolume`, `PodLevelResources`, `HPAConfigurableTolerance`, `ClusterTrustBundleProjection`
+//! and `VolumeAttributesClass` off (no image volumes, pod-level requests, tolerance defaults,
+//! trust bundle projections or volume attributes classes).
 //!
 //! Not done here: a Service's address fields (`clusterIP`, `clusterIPs`, `ipFamilies`,
 //! `ipFamilyPolicy`: the server's Service registry fills them, knowing the service CIDRs and the
@@ -788,15 +795,41 @@ fn service_account_alias(spec: &mut Value) {
 
 /// kube 1.33's `dropDisabledPodFields` for the gates off by default there:
 /// `DynamicResourceAllocation` (beta, off) drops `resourceClaims` and every container's
-/// `resources.claims`; `PodLevelResources` (alpha) drops the pod-level `resources`. An old
-/// object never holds them (they were dropped when it was written), so kube's "unless the
-/// old object uses them" never applies.
+/// `resources.claims`; `PodLevelResources` (alpha) drops the pod-level `resources`;
+/// `ImageVolume` (beta, off) drops every `image` volume and the containers' mounts of it
+/// (`dropImageVolumes`); `ClusterTrustBundleProjection` (beta, off) drops the
+/// `clusterTrustBundle` of every projected volume's sources, leaving the source empty
+/// (`dropDisabledClusterTrustBundleProjection`). An old object never holds them (they were
+/// dropped when it was written), so kube's "unless the old object uses them" never applies.
+/// Differs from kube: an object stored by an earlier version of this server, which kept
+/// image volumes and trust bundle projections, loses them on its next update (kube keeps
+/// what the old object uses), and a Pod's update is then refused as a spec change.
 fn drop_disabled_fields(spec: &mut Value) {
     let Some(map) = spec.as_object_mut() else {
         return;
     };
     map.remove("resourceClaims");
     map.remove("resources");
+    let mut image_volumes = Vec::new();
+    if let Some(Value::Array(volumes)) = map.get_mut("volumes") {
+        volumes.retain(|volume| {
+            let image = volume.get("image").is_some_and(|source| !source.is_null());
+            if image && let Some(name) = volume.get("name").and_then(Value::as_str) {
+                image_volumes.push(name.to_owned());
+            }
+            !image
+        });
+        for source in volumes
+            .iter_mut()
+            .filter_map(|volume| volume.pointer_mut("/projected/sources"))
+            .filter_map(Value::as_array_mut)
+            .flatten()
+        {
+            if let Value::Object(source) = source {
+                source.remove("clusterTrustBundle");
+            }
+        }
+    }
     for list in ["containers", "initContainers", "ephemeralContainers"] {
         for container in map
             .get_mut(list)
@@ -810,7 +843,27 @@ fn drop_disabled_fields(spec: &mut Value) {
             {
                 resources.remove("claims");
             }
+            if !image_volumes.is_empty()
+                && let Some(Value::Array(mounts)) = container.get_mut("volumeMounts")
+            {
+                mounts.retain(|mount| {
+                    mount
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .is_none_or(|name| !image_volumes.iter().any(|image| image == name))
+                });
+            }
         }
+    }
+}
+
+/// kube 1.33's `DropDisabledFields` of claims (`pkg/api/persistentvolumeclaim`) and
+/// `DropDisabledSpecFields` of volumes (`pkg/api/persistentvolume`): `VolumeAttributesClass`
+/// (beta, off) drops `spec.volumeAttributesClassName`. An old object never holds it (it was
+/// dropped when it was written).
+fn drop_volume_attributes_class(object: &mut Value) {
+    if let Some(Value::Object(spec)) = object.get_mut("spec") {
+        spec.remove("volumeAttributesClassName");
     }
 }
 
@@ -1028,10 +1081,12 @@ pub fn apply_defaults(def: &ResourceDef, object: &mut Value) {
         ("", "ReplicationController") => replication_controller_defaults(object),
         ("", "Node") => node_defaults(object),
         ("", "PersistentVolume") => {
+            drop_volume_attributes_class(object);
             if let Some(spec) = object.get_mut("spec") {
                 apply_rows(spec, "", VOLUME_SOURCE_DEFAULTS);
             }
         }
+        ("", "PersistentVolumeClaim") => drop_volume_attributes_class(object),
         ("networking.k8s.io", "NetworkPolicy") => network_policy_defaults(object),
         ("", "LimitRange") => {
             if let Some(Value::Array(items)) = object.pointer_mut("/spec/limits") {

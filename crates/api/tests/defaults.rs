@@ -293,6 +293,111 @@ fn pod_level_resources_are_the_one_field_defaulting_drops() {
     assert!(!keeps(&object, &defaulted));
 }
 
+/// The documentation's image volume examples (`pods/image-volumes.yaml`, with and without a
+/// `subPath`): `ImageVolume` is off by default in kube 1.33, whose `dropImageVolumes` removes
+/// each `image` volume and every container's mount of it, in Pods and templates alike; other
+/// volumes and mounts are kept.
+#[test]
+fn image_volumes_and_their_mounts_are_dropped() {
+    let pod = create(
+        "pods",
+        json!({"metadata": {"name": "image-volume"}, "spec": {
+            "containers": [{"name": "shell", "image": "debian", "volumeMounts": [
+                {"name": "volume", "mountPath": "/volume", "subPath": "dir"},
+                {"name": "scratch", "mountPath": "/scratch"}
+            ]}],
+            "initContainers": [{"name": "init", "image": "debian",
+                "volumeMounts": [{"name": "volume", "mountPath": "/volume"}]}],
+            "volumes": [
+                {"name": "volume", "image": {"reference": "quay.io/crio/artifact:v2",
+                    "pullPolicy": "IfNotPresent"}},
+                {"name": "scratch", "emptyDir": {}}
+            ]
+        }}),
+    );
+    let spec = &pod["spec"];
+    assert_eq!(
+        spec["volumes"],
+        json!([{"name": "scratch", "emptyDir": {}}])
+    );
+    assert_eq!(
+        spec["containers"][0]["volumeMounts"],
+        json!([{"name": "scratch", "mountPath": "/scratch"}])
+    );
+    assert_eq!(spec["initContainers"][0]["volumeMounts"], json!([]));
+
+    let deployment = create(
+        "deployments",
+        json!({"metadata": {"name": "d"}, "spec": {
+            "selector": {"matchLabels": {"app": "a"}},
+            "template": {"metadata": {"labels": {"app": "a"}}, "spec": {
+                "containers": [{"name": "c", "image": "debian",
+                    "volumeMounts": [{"name": "volume", "mountPath": "/volume"}]}],
+                "volumes": [{"name": "volume", "image": {"reference": "r"}}]
+            }}
+        }}),
+    );
+    let template = &deployment["spec"]["template"]["spec"];
+    assert_eq!(template["volumes"], json!([]));
+    assert_eq!(template["containers"][0]["volumeMounts"], json!([]));
+}
+
+/// `pods/storage/projected-clustertrustbundle.yaml`: `ClusterTrustBundleProjection` is off by
+/// default in kube 1.33, whose `dropDisabledClusterTrustBundleProjection` clears each projected
+/// source's `clusterTrustBundle` (the source stays, empty); the other sources are kept.
+#[test]
+fn cluster_trust_bundle_projections_are_dropped() {
+    let pod = create(
+        "pods",
+        json!({"metadata": {"name": "sa-ctb-name-test"}, "spec": {
+            "containers": [{"name": "c", "image": "busybox",
+                "volumeMounts": [{"name": "token-vol", "mountPath": "/root-certificates"}]}],
+            "volumes": [{"name": "token-vol", "projected": {"sources": [
+                {"clusterTrustBundle": {"name": "example", "path": "example-roots.pem"}},
+                {"serviceAccountToken": {"path": "token"}}
+            ]}}]
+        }}),
+    );
+    let sources = &pod["spec"]["volumes"][0]["projected"]["sources"];
+    assert_eq!(sources[0], json!({}));
+    assert_eq!(sources[1]["serviceAccountToken"]["path"], "token");
+    assert_eq!(
+        pod["spec"]["containers"][0]["volumeMounts"][0]["name"],
+        "token-vol"
+    );
+}
+
+/// `policy/gold-vac-pvc.yaml`: `VolumeAttributesClass` is off by default in kube 1.33, which
+/// drops `spec.volumeAttributesClassName` from claims and volumes.
+#[test]
+fn volume_attributes_class_names_are_dropped() {
+    let claim = create(
+        "persistentvolumeclaims",
+        json!({"metadata": {"name": "gold-vac-pvc"}, "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "2Gi"}},
+            "volumeAttributesClassName": "gold"
+        }}),
+    );
+    assert!(
+        claim["spec"].get("volumeAttributesClassName").is_none(),
+        "{claim}"
+    );
+    assert_eq!(claim["spec"]["volumeMode"], "Filesystem");
+    let volume = create(
+        "persistentvolumes",
+        json!({"metadata": {"name": "pv"}, "spec": {
+            "accessModes": ["ReadWriteOnce"], "capacity": {"storage": "1Gi"},
+            "hostPath": {"path": "/mnt"}, "volumeAttributesClassName": "gold"
+        }}),
+    );
+    assert!(
+        volume["spec"].get("volumeAttributesClassName").is_none(),
+        "{volume}"
+    );
+    assert_eq!(volume["spec"]["persistentVolumeReclaimPolicy"], "Retain");
+}
+
 #[test]
 fn batch_defaults() {
     let job = create(

@@ -35,8 +35,8 @@
 //!   invalid values (the capacity map, the node affinity) print as their JSON.
 //! - Not checked: Azure disks' caching
 //!   modes, kinds and URIs, StorageOS' DNS labels, Cinder's and CephFS' secret references'
-//!   namespaces; `volumeAttributesClassName` (behind kube 1.33's disabled
-//!   `VolumeAttributesClass` gate). The status subresource's rules (kube checks only
+//!   namespaces; `volumeAttributesClassName` is never seen here (the defaults drop it, as
+//!   kube 1.33 does with `VolumeAttributesClass` off). The status subresource's rules (kube checks only
 //!   metadata there) need nothing more.
 
 use std::sync::LazyLock;

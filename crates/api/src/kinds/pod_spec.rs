@@ -78,7 +78,10 @@
 //!   AppArmor not compared for a Windows pod).
 //! - Fields whose feature gate is off by default in 1.33 are never validated here: the
 //!   defaults drop them first (`resourceClaims` and containers' `resources.claims` of
-//!   `DynamicResourceAllocation`, the pod-level `resources` of `PodLevelResources`).
+//!   `DynamicResourceAllocation`, the pod-level `resources` of `PodLevelResources`, `image`
+//!   volumes and their mounts of `ImageVolume`, projected `clusterTrustBundle` sources of
+//!   `ClusterTrustBundleProjection`): the image volume checks below (`reference`, no
+//!   `subPath`) are kept for the gate's sake, but no write reaches them.
 //! - Fields the server's defaults fill before validation (`restartPolicy`, `dnsPolicy`,
 //!   pull and termination message policies, port protocols, probe thresholds, the grace
 //!   period, field selectors' `apiVersion`) are never refused for being absent or empty:
@@ -2096,7 +2099,7 @@ fn seccomp_profile(profile: &Value, at: &str, causes: &mut Vec<Cause>) {
 }
 
 /// `ValidateAppArmorProfileField`.
-fn app_armor_profile(profile: &Value, at: &str, causes: &mut Vec<Cause>) {
+pub(crate) fn app_armor_profile(profile: &Value, at: &str, causes: &mut Vec<Cause>) {
     let local = get(profile, "localhostProfile");
     let local_path = format!("{at}.localhostProfile");
     match text(profile, "type") {

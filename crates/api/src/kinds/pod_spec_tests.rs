@@ -939,6 +939,59 @@ fn created_pods_merge_label_keys_into_affinity_selectors() {
     assert_eq!(unlabeled, before);
 }
 
+/// kube's `applyAppArmorVersionSkew` on create: the documentation's `hello-apparmor.yaml`
+/// (an annotation only) gets its container's field; `hello-apparmor-2.yaml` (a pod profile
+/// only) gets each container's annotation.
+#[test]
+fn created_pods_sync_app_armor_annotations_and_fields() {
+    const KEY: &str = "container.apparmor.security.beta.kubernetes.io/hello";
+    let mut annotated = pod(json!({"containers": [{"name": "hello", "image": "busybox:1.28"}]}));
+    annotated["metadata"]["annotations"] =
+        json!({KEY: "localhost/k8s-apparmor-example-deny-write"});
+    super::workloads::prepare_created(&def("", "pods"), &mut annotated);
+    assert_eq!(
+        annotated["spec"]["containers"][0]["securityContext"]["appArmorProfile"],
+        json!({"type": "Localhost", "localhostProfile": "k8s-apparmor-example-deny-write"})
+    );
+    assert_eq!(causes("", "pods", annotated), Vec::<String>::new());
+
+    let mut fielded = pod(json!({
+        "securityContext": {"appArmorProfile": {"type": "Localhost",
+            "localhostProfile": "k8s-apparmor-example-allow-write"}},
+        "initContainers": [{"name": "init", "image": "busybox",
+            "securityContext": {"appArmorProfile": {"type": "Unconfined"}}}],
+        "containers": [{"name": "hello", "image": "busybox:1.28"}]}));
+    super::workloads::prepare_created(&def("", "pods"), &mut fielded);
+    assert_eq!(
+        fielded["metadata"]["annotations"],
+        json!({KEY: "localhost/k8s-apparmor-example-allow-write",
+            "container.apparmor.security.beta.kubernetes.io/init": "unconfined"})
+    );
+    // The container itself gets no field: the pod's profile covers it.
+    assert!(
+        fielded["spec"]["containers"][0]
+            .get("securityContext")
+            .is_none()
+    );
+
+    // An annotation naming the pod's profile is not copied; an invalid one (padded) neither;
+    // a Windows pod is left alone.
+    let mut same = pod(json!({
+        "securityContext": {"appArmorProfile": {"type": "RuntimeDefault"}},
+        "containers": [{"name": "hello", "image": "x"}, {"name": "b", "image": "x"}]}));
+    same["metadata"]["annotations"] = json!({KEY: "runtime/default",
+        "container.apparmor.security.beta.kubernetes.io/b": "localhost/ padded"});
+    let before = same.clone();
+    super::workloads::prepare_created(&def("", "pods"), &mut same);
+    assert_eq!(same, before);
+    let mut windows = pod(json!({"os": {"name": "windows"},
+        "securityContext": {"appArmorProfile": {"type": "RuntimeDefault"}},
+        "containers": [{"name": "hello", "image": "x"}]}));
+    let before = windows.clone();
+    super::workloads::prepare_created(&def("", "pods"), &mut windows);
+    assert_eq!(windows, before);
+}
+
 #[test]
 fn status_ips_are_checked_when_an_update_changes_them() {
     let def = def("", "pods");

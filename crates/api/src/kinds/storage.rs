@@ -23,8 +23,8 @@
 //!   without an API group), a DNS subdomain as API group, a DNS label as namespace; they
 //!   match unless the reference names a namespace, which then excludes `dataSource` (kube's
 //!   invalid value there, a `*field.Path` printed with `%#v`, prints as the path's text).
-//! - Not checked (kube checks them): a claim's `volumeAttributesClassName` (behind kube 1.33's disabled `VolumeAttributesClass` gate)
-//!   and status updates; a StorageClass's `allowedTopologies`.
+//! - Not checked (kube checks them): status updates; a claim's `volumeAttributesClassName` is
+//!   never seen here (the defaults drop it, as kube 1.33 does with `VolumeAttributesClass` off); a StorageClass's `allowedTopologies`.
 //!
 //! Differs from kube: the diff after the immutable-spec message is
 //! [`super::go_struct_diff`]'s (field names with a capital first letter, values as JSON), not

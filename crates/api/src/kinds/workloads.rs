@@ -31,7 +31,12 @@
 //!     `validatePodIPs` / `validateHostIPs`.
 //!   - A created Pod's pod (anti-)affinity terms get their `matchLabelKeys` /
 //!     `mismatchLabelKeys` merged into their selectors before validation
-//!     ([`prepare_created`], kube's `mutatePodAffinity`).
+//!     ([`prepare_created`], kube's `mutatePodAffinity`), and its AppArmor annotations and
+//!     profile fields are synced as kube's `applyAppArmorVersionSkew` syncs them (a profile
+//!     field gets its annotation; an annotation, on a container without a profile field, its
+//!     field). Differs from kube: the `deprecated since v1.30; use the "appArmorProfile"
+//!     field instead` warning kube gives a created Pod with such an annotation is not given
+//!     (templates get it).
 //!   - Workloads: `replicas`, `minReadySeconds`, a Job's `parallelism`, `completions` and
 //!     `backoffLimit` are not negative; a ReplicationController has a selector that is not
 //!     empty and matches its template's labels, and no `activeDeadlineSeconds`
@@ -75,10 +80,12 @@ pub fn convert(def: &ResourceDef, object: &mut Value) {
 /// `batch.kubernetes.io/job-name`, `controller-uid` and `batch.kubernetes.io/controller-uid`
 /// on its pod template and a selector of its uid (`generateSelector`), labels it sets itself
 /// kept; a Pod's affinity terms get their `matchLabelKeys` / `mismatchLabelKeys` merged into
-/// their selectors (`merge_label_keys`).
+/// their selectors (`merge_label_keys`), and its AppArmor annotations and fields are synced
+/// (`app_armor_version_skew`).
 pub fn prepare_created(def: &ResourceDef, object: &mut Value) {
     if (def.group.as_str(), def.kind.as_str()) == ("", "Pod") {
         merge_label_keys(object);
+        app_armor_version_skew(object);
         return;
     }
     if (def.group.as_str(), def.kind.as_str()) != ("batch", "Job")
@@ -116,6 +123,134 @@ pub fn prepare_created(def: &ResourceDef, object: &mut Value) {
     selector
         .entry("batch.kubernetes.io/controller-uid")
         .or_insert_with(|| Value::String(uid));
+}
+
+/// kube's `applyAppArmorVersionSkew` on a created Pod (not a Windows one): for each container
+/// (init, regular, ephemeral), without its annotation
+/// `container.apparmor.security.beta.kubernetes.io/<name>`, the annotation is written from the
+/// container's `appArmorProfile`, else the pod's (`unconfined`, `runtime/default`,
+/// `localhost/<profile>`); with the annotation but no container profile, the container gets
+/// the profile the annotation names, when that profile is valid and differs from the pod's.
+/// A template's are left as they are.
+fn app_armor_version_skew(pod: &mut Value) {
+    use crate::pod_security::APPARMOR_ANNOTATION_PREFIX;
+    let Some(spec) = pod.get("spec").filter(|spec| spec.is_object()) else {
+        return;
+    };
+    if spec.pointer("/os/name").and_then(Value::as_str) == Some("windows") {
+        return;
+    }
+    let profile_of = |holder: &Value| {
+        holder
+            .pointer("/securityContext/appArmorProfile")
+            .filter(|profile| profile.is_object())
+            .cloned()
+    };
+    let pod_profile = profile_of(spec);
+    let annotations = pod
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let mut new_annotations = Vec::new();
+    let mut new_fields = Vec::new();
+    for list in ["initContainers", "containers", "ephemeralContainers"] {
+        for (index, container) in spec
+            .get(list)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let name = container.get("name").and_then(Value::as_str).unwrap_or("");
+            let key = format!("{APPARMOR_ANNOTATION_PREFIX}{name}");
+            let container_profile = profile_of(container);
+            match annotations.get(&key) {
+                None => {
+                    let value = container_profile
+                        .as_ref()
+                        .or(pod_profile.as_ref())
+                        .map(app_armor_annotation_for_field)
+                        .unwrap_or_default();
+                    if !value.is_empty() {
+                        new_annotations.push((key, value));
+                    }
+                }
+                Some(annotation) if container_profile.is_none() => {
+                    let field = annotation
+                        .as_str()
+                        .and_then(app_armor_field_for_annotation)
+                        .filter(|field| {
+                            let mut causes = Vec::new();
+                            pod_spec::app_armor_profile(field, "", &mut causes);
+                            causes.is_empty()
+                        });
+                    if let Some(field) = field
+                        && !same_app_armor_profile(&field, pod_profile.as_ref())
+                    {
+                        new_fields.push((list, index, field));
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    if !new_annotations.is_empty()
+        && let Some(meta) = pod.get_mut("metadata").and_then(Value::as_object_mut)
+    {
+        let annotations = map_at(meta, "annotations");
+        for (key, value) in new_annotations {
+            annotations.insert(key, Value::String(value));
+        }
+    }
+    for (list, index, field) in new_fields {
+        if let Some(Value::Object(container)) = pod
+            .get_mut("spec")
+            .and_then(|spec| spec.get_mut(list))
+            .and_then(|containers| containers.get_mut(index))
+        {
+            map_at(container, "securityContext").insert("appArmorProfile".to_owned(), field);
+        }
+    }
+}
+
+/// kube's `appArmorAnnotationForField`: the annotation naming an AppArmor profile field, or
+/// `""` for a `Localhost` type without its profile or an unknown type.
+fn app_armor_annotation_for_field(profile: &Value) -> String {
+    match profile.get("type").and_then(Value::as_str) {
+        Some("Unconfined") => "unconfined".to_owned(),
+        Some("RuntimeDefault") => "runtime/default".to_owned(),
+        Some("Localhost") => profile
+            .get("localhostProfile")
+            .and_then(Value::as_str)
+            .map(|local| format!("localhost/{local}"))
+            .unwrap_or_default(),
+        _ => String::new(),
+    }
+}
+
+/// kube's `apparmorFieldForAnnotation`: the profile field an annotation names, if any.
+fn app_armor_field_for_annotation(annotation: &str) -> Option<Value> {
+    match annotation {
+        "unconfined" => Some(serde_json::json!({"type": "Unconfined"})),
+        "runtime/default" => Some(serde_json::json!({"type": "RuntimeDefault"})),
+        _ => annotation
+            .strip_prefix("localhost/")
+            .filter(|local| !local.is_empty())
+            .map(|local| serde_json::json!({"type": "Localhost", "localhostProfile": local})),
+    }
+}
+
+/// Go's `apiequality.Semantic.DeepEqual` of two `AppArmorProfile`s (`type`, and the optional
+/// `localhostProfile`); `None` is a nil pod profile.
+fn same_app_armor_profile(field: &Value, pod: Option<&Value>) -> bool {
+    let Some(pod) = pod else {
+        return false;
+    };
+    let part =
+        |profile: &Value, key: &str| profile.get(key).filter(|value| !value.is_null()).cloned();
+    part(field, "type") == part(pod, "type")
+        && part(field, "localhostProfile") == part(pod, "localhostProfile")
 }
 
 /// kube's `mutatePodAffinity` (`MatchLabelKeysInPodAffinity`, on by default since 1.31) on a
