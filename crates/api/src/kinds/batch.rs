@@ -1,7 +1,20 @@
 //! CronJobs' rules as kube-apiserver's `pkg/apis/batch/validation` (`ValidateCronJobCreate`,
-//! `ValidateCronJobUpdate`) applies them, in kube's order.
+//! `ValidateCronJobUpdate`) applies them, in kube's order, and what a Job update may not change
+//! (`ValidateJobSpecUpdate`; a Job's spec rules are [`super::workloads`]', its `/status`
+//! writes' [`super::status`]').
 //!
 //! ## Guarantees
+//! - Job updates, after the spec's rules, in kube 1.33's order: `spec.completions` does not
+//!   change (`spec.completions: Invalid value: 3: field is immutable`), but in an Indexed Job,
+//!   where it changes with `parallelism` to the same value (`ElasticIndexedJob`, GA; else
+//!   `can only be modified in tandem with spec.parallelism`); nor do `selector` (printed as
+//!   Go's `%#v`), the pod `template`, `completionMode`, `podFailurePolicy`,
+//!   `backoffLimitPerIndex`, `managedBy` and `successPolicy` (`field is immutable`; a pointer
+//!   set and one left out differ, as in Go). The template of a Job whose stored spec is
+//!   suspended and which never started (no `status.startTime`: `AllowMutableSchedulingDirectives`)
+//!   may change its node affinity (and drop an affinity that had only that), node selector,
+//!   tolerations, scheduling gates, labels and annotations, nothing else. Values compare as
+//!   `apiequality.Semantic.DeepEqual` does (absent and zero alike, quantities by amount).
 //! - `spec.schedule` is given and parses as kube's cron library (`robfig/cron/v3`'s
 //!   `ParseStandard`) parses it, with its error text: five fields (`expected exactly 5 fields,
 //!   found 1: [bad]`), each a list of `*`, `?`, numbers or names (`jan`, `sun`), ranges and
@@ -19,12 +32,192 @@
 //!   (`parallelism`, `completions`, `backoffLimit`, success and failure policies).
 //!
 //! Differs from kube: kube's cron library panics on a `TZ=` prefix without a space after it
-//! (kube answers a 500); this one leaves such a schedule to the `TZ` rule alone.
+//! (kube answers a 500); this one leaves such a schedule to the `TZ` rule alone. A Job
+//! update's immutable struct fields (`template`, `podFailurePolicy`, `successPolicy`) print
+//! their JSON where kube prints Go's `%#v` of its internal type; kube validates a Job update's
+//! spec twice (`ValidateJob`, then `ValidateJobSpecUpdate`), so its Status lists each spec
+//! cause twice (the message, deduplicated, once): here each cause is listed once.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
+use super::common::semantic_eq;
 use super::workloads;
 use crate::field::{Cause, go_quote, invalid, not_supported, required};
+
+/// kube's detail for a field an update may not change.
+const IMMUTABLE: &str = "field is immutable";
+
+/// `spec.<key>` of `object`, absent when `null`.
+fn spec_field<'a>(object: &'a Value, key: &str) -> Option<&'a Value> {
+    object
+        .get("spec")
+        .and_then(|spec| spec.get(key))
+        .filter(|v| !v.is_null())
+}
+
+/// Whether a pointer field changed as Go's `apiequality.Semantic.DeepEqual` tells: set or
+/// not, then its value.
+fn pointer_changed(now: Option<&Value>, before: Option<&Value>) -> bool {
+    now.is_some() != before.is_some() || !semantic_eq(now, before)
+}
+
+/// A pointer field's value as `field.Invalid` prints it: `null` when nil, else the value
+/// (a struct as its JSON).
+fn printed(value: Option<&Value>) -> String {
+    value.map_or_else(|| "null".to_owned(), super::common::go_value)
+}
+
+/// kube's `ValidateJobSpecUpdate` beyond the spec's own rules (which [`super::workloads`]
+/// checks first): what an update of the Job `old` into `object` may not change, in kube's
+/// order.
+pub(super) fn job_update(object: &Value, old: &Value, causes: &mut Vec<Cause>) {
+    completions_update(object, old, causes);
+    let (selector, old_selector) = (spec_field(object, "selector"), spec_field(old, "selector"));
+    if pointer_changed(selector, old_selector) {
+        causes.push(invalid(
+            "spec.selector",
+            &workloads::go_selector(selector),
+            IMMUTABLE,
+        ));
+    }
+    template_update(object, old, causes);
+    for key in [
+        "completionMode",
+        "podFailurePolicy",
+        "backoffLimitPerIndex",
+        "managedBy",
+        "successPolicy",
+    ] {
+        let (now, before) = (spec_field(object, key), spec_field(old, key));
+        if pointer_changed(now, before) {
+            causes.push(invalid(&format!("spec.{key}"), &printed(now), IMMUTABLE));
+        }
+    }
+}
+
+/// `validateCompletions` (`ElasticIndexedJob`, GA since 1.31): `completions` does not change
+/// but in an Indexed Job, where it changes with `parallelism` to the same value.
+fn completions_update(object: &Value, old: &Value, causes: &mut Vec<Cause>) {
+    let (now, before) = (
+        spec_field(object, "completions"),
+        spec_field(old, "completions"),
+    );
+    if !pointer_changed(now, before) {
+        return;
+    }
+    let indexed = spec_field(object, "completionMode").and_then(Value::as_str) == Some("Indexed");
+    if !indexed {
+        causes.push(invalid("spec.completions", &printed(now), IMMUTABLE));
+        return;
+    }
+    // An Indexed Job without completions is refused by the spec's own rules.
+    let Some(now) = now else { return };
+    if spec_field(object, "parallelism").is_none_or(|p| !semantic_eq(Some(p), Some(now))) {
+        causes.push(invalid(
+            "spec.completions",
+            &printed(Some(now)),
+            "can only be modified in tandem with spec.parallelism",
+        ));
+    }
+}
+
+/// `validatePodTemplateUpdate`: the pod template does not change, but for a Job suspended
+/// that never started (`AllowMutableSchedulingDirectives`: the stored Job's `suspend` is true
+/// and it has no `status.startTime`) its node affinity, node selector, tolerations,
+/// scheduling gates, labels and annotations may.
+fn template_update(object: &Value, old: &Value, causes: &mut Vec<Cause>) {
+    let template = spec_field(object, "template")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let mut before = spec_field(old, "template").cloned().unwrap_or(Value::Null);
+    let suspended = spec_field(old, "suspend").and_then(Value::as_bool) == Some(true);
+    let started = old
+        .pointer("/status/startTime")
+        .is_some_and(|t| !t.is_null());
+    if suspended && !started {
+        let mutable = |t: &Value, key: &str| t.get(key).filter(|v| !v.is_null()).cloned();
+        let spec_now = template.get("spec").cloned().unwrap_or(Value::Null);
+        let meta_now = template.get("metadata").cloned().unwrap_or(Value::Null);
+        let spec_before = object_at(&mut before, "spec");
+        let affinity_now = mutable(&spec_now, "affinity");
+        let affinity_before = mutable(&Value::Object(spec_before.clone()), "affinity");
+        match (affinity_now, affinity_before) {
+            (None, Some(mut affinity)) => {
+                // The affinity may be cleared if it had nothing but a node affinity.
+                if let Some(fields) = affinity.as_object_mut() {
+                    fields.remove("nodeAffinity");
+                }
+                let empty = affinity
+                    .as_object()
+                    .is_none_or(|f| f.values().all(Value::is_null));
+                if empty {
+                    spec_before.remove("affinity");
+                } else {
+                    spec_before.insert("affinity".to_owned(), affinity);
+                }
+            }
+            (Some(now), None) => {
+                let mut affinity = Map::new();
+                if let Some(node) = mutable(&now, "nodeAffinity") {
+                    affinity.insert("nodeAffinity".to_owned(), node);
+                }
+                spec_before.insert("affinity".to_owned(), Value::Object(affinity));
+            }
+            (Some(now), Some(mut affinity)) => {
+                if let Some(fields) = affinity.as_object_mut() {
+                    match mutable(&now, "nodeAffinity") {
+                        Some(node) => fields.insert("nodeAffinity".to_owned(), node),
+                        None => fields.remove("nodeAffinity"),
+                    };
+                }
+                spec_before.insert("affinity".to_owned(), affinity);
+            }
+            (None, None) => {}
+        }
+        for key in ["nodeSelector", "tolerations", "schedulingGates"] {
+            copy_field(&spec_now, spec_before, key);
+        }
+        let meta_before = object_at(&mut before, "metadata");
+        for key in ["annotations", "labels"] {
+            copy_field(&meta_now, meta_before, key);
+        }
+    }
+    if !semantic_eq(Some(&template), Some(&before)) {
+        causes.push(invalid(
+            "spec.template",
+            &super::common::go_value(&template),
+            IMMUTABLE,
+        ));
+    }
+}
+
+/// The map at `key` of `value` (made an object, and the map made, when either is not).
+fn object_at<'a>(value: &'a mut Value, key: &str) -> &'a mut Map<String, Value> {
+    if !value.is_object() {
+        *value = Value::Object(Map::new());
+    }
+    let Value::Object(fields) = value else {
+        unreachable!("made an object above")
+    };
+    let entry = fields
+        .entry(key)
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !entry.is_object() {
+        *entry = Value::Object(Map::new());
+    }
+    match entry {
+        Value::Object(inner) => inner,
+        _ => unreachable!("made an object above"),
+    }
+}
+
+/// `to.<key> = from.<key>` (removed when `from` has none).
+fn copy_field(from: &Value, to: &mut Map<String, Value>, key: &str) {
+    match from.get(key) {
+        Some(value) => to.insert(key.to_owned(), value.clone()),
+        None => to.remove(key),
+    };
+}
 
 /// The causes of the CronJob `object` (updating `old`).
 pub(super) fn cron_job(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
@@ -458,6 +651,128 @@ mod tests {
         ] {
             assert_eq!(parse_standard(bad), Err(message.to_owned()), "{bad}");
         }
+    }
+
+    /// A stored Job as the server keeps it (its generated selector and labels, its defaults).
+    fn stored_job(spec: Value) -> Value {
+        let mut job = json!({"metadata": {"name": "j", "uid": "u"}, "spec": {
+            "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": "u"}},
+            "template": {"metadata": {"labels": {"batch.kubernetes.io/controller-uid": "u",
+                "batch.kubernetes.io/job-name": "j"}},
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}});
+        for (key, value) in spec.as_object().unwrap() {
+            job["spec"][key] = value.clone();
+        }
+        let def = builtin_resources()
+            .into_iter()
+            .find(|d| d.group == "batch" && d.plural == "jobs")
+            .unwrap();
+        crate::defaults::apply_defaults(&def, &mut job);
+        job
+    }
+
+    /// The causes of updating `old` by `change`.
+    fn job_update(old: &Value, change: impl Fn(&mut Value)) -> Vec<String> {
+        let mut new = old.clone();
+        change(&mut new);
+        crate::kinds::refusal_causes("batch", "jobs", new, Some(old))
+    }
+
+    #[test]
+    fn job_updates_keep_kubes_immutable_fields() {
+        let old = stored_job(json!({"completions": 2}));
+        assert_eq!(
+            job_update(&old, |j| j["spec"]["parallelism"] = json!(2)),
+            Vec::<String>::new()
+        );
+        let image = job_update(&old, |j| {
+            j["spec"]["template"]["spec"]["containers"][0]["image"] = json!("busybox:2");
+        });
+        assert_eq!(image.len(), 1, "{image:?}");
+        assert!(
+            image[0].starts_with("spec.template: Invalid value: {"),
+            "{image:?}"
+        );
+        assert!(image[0].ends_with("}: field is immutable"), "{image:?}");
+        assert_eq!(
+            job_update(&old, |j| j["spec"]["completions"] = json!(3)),
+            ["spec.completions: Invalid value: 3: field is immutable"]
+        );
+        assert_eq!(
+            job_update(&old, |j| {
+                j["spec"]["selector"]["matchExpressions"] =
+                    json!([{"key": "batch.kubernetes.io/job-name", "operator": "Exists"}]);
+            }),
+            [
+                "spec.selector: Invalid value: v1.LabelSelector{MatchLabels:map[string]string{\"batch.kubernetes.io/controller-uid\":\"u\"}, MatchExpressions:[]v1.LabelSelectorRequirement{v1.LabelSelectorRequirement{Key:\"batch.kubernetes.io/job-name\", Operator:\"Exists\", Values:[]string(nil)}}}: field is immutable"
+            ]
+        );
+        assert_eq!(
+            job_update(&old, |j| {
+                j["spec"]["managedBy"] = json!("example.com/queue");
+                j["spec"]["podFailurePolicy"] = json!({"rules": []});
+            }),
+            [
+                "spec.podFailurePolicy: Invalid value: {\"rules\":[]}: field is immutable",
+                "spec.managedBy: Invalid value: \"example.com/queue\": field is immutable",
+            ]
+        );
+        // An Indexed Job's completions change with its parallelism (`ElasticIndexedJob`).
+        let indexed =
+            stored_job(json!({"completionMode": "Indexed", "completions": 2, "parallelism": 2}));
+        assert_eq!(
+            job_update(&indexed, |j| {
+                j["spec"]["completions"] = json!(4);
+                j["spec"]["parallelism"] = json!(4);
+            }),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            job_update(&indexed, |j| j["spec"]["completions"] = json!(4)),
+            [
+                "spec.completions: Invalid value: 4: can only be modified in tandem with spec.parallelism"
+            ]
+        );
+        assert_eq!(
+            job_update(&indexed, |j| j["spec"]["completionMode"] =
+                json!("NonIndexed")),
+            ["spec.completionMode: Invalid value: \"NonIndexed\": field is immutable"]
+        );
+    }
+
+    #[test]
+    fn a_suspended_job_that_never_started_changes_its_scheduling() {
+        let old = stored_job(json!({"suspend": true,
+            "template": {"metadata": {"labels": {"batch.kubernetes.io/controller-uid": "u"}},
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}],
+                    "affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                        {"weight": 1, "preference": {"matchExpressions": [{"key": "a", "operator": "Exists"}]}}]}}}}}));
+        let scheduling = |j: &mut Value| {
+            let template = &mut j["spec"]["template"];
+            template["metadata"]["labels"]["queue"] = json!("q");
+            template["metadata"]["annotations"] = json!({"note": "n"});
+            template["spec"]["nodeSelector"] = json!({"zone": "a"});
+            template["spec"]["tolerations"] = json!([{"key": "k", "operator": "Exists"}]);
+            template["spec"]["schedulingGates"] = json!([{"name": "g"}]);
+            template["spec"]["affinity"] = Value::Null;
+        };
+        assert_eq!(job_update(&old, scheduling), Vec::<String>::new());
+        // The rest of the template stays.
+        let image = job_update(&old, |j| {
+            scheduling(j);
+            j["spec"]["template"]["spec"]["containers"][0]["image"] = json!("busybox:2");
+        });
+        assert_eq!(image.len(), 1, "{image:?}");
+        assert!(image[0].starts_with("spec.template: "), "{image:?}");
+        // Once started, or not suspended, nothing of the template changes.
+        let mut started = old.clone();
+        started["status"] = json!({"startTime": "2026-01-01T00:00:00Z"});
+        let refused = job_update(&started, scheduling);
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert!(refused[0].ends_with(": field is immutable"), "{refused:?}");
+        let mut running = old.clone();
+        running["spec"]["suspend"] = json!(false);
+        assert_eq!(job_update(&running, scheduling).len(), 1);
     }
 
     #[test]

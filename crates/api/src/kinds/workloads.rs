@@ -38,8 +38,10 @@
 //!     (`ValidateReplicationControllerSpec`); Deployments, ReplicaSets, StatefulSets and
 //!     DaemonSets have a selector that is not empty, matches their template's labels (`spec.template.
 //!     metadata.labels: Invalid value: map[string]string{"a":"c"}: `selector` does not match
-//!     template `labels``) and never changes (`field is immutable`, printed as Go's `%#v` of
-//!     the selector); their pods restart `Always`; a Job's `OnFailure` or `Never`.
+//!     template `labels``); a Deployment's, ReplicaSet's and DaemonSet's selector never changes
+//!     (`field is immutable`, printed as Go's `%#v` of the selector; a StatefulSet's is kept by
+//!     its update rule, [`super::apps`], a Job's by [`super::batch`]); their pods restart
+//!     `Always`; a Job's `OnFailure` or `Never`.
 //!   - Workloads' selectors are label selectors (`ValidateLabelSelector`: operators, values,
 //!     keys and values' syntax); a malformed one is also `spec.selector: Invalid value: ...:
 //!     invalid label selector`, and is not matched against the template's labels.
@@ -293,7 +295,9 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>, causes: 
                 kind == "StatefulSet",
                 causes,
             );
-            if let Some(old) = old {
+            // A StatefulSet's selector is one of the spec fields its update rule keeps
+            // ([`super::apps`]); kube's StatefulSet strategy has no check of its own for it.
+            if let Some(old) = old.filter(|_| kind != "StatefulSet") {
                 let (now, before) = (
                     object.pointer("/spec/selector"),
                     old.pointer("/spec/selector"),
