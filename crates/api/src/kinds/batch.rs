@@ -24,12 +24,27 @@
 //! - `spec.timeZone`, when set (and, on an update, changed): not empty, of kube's characters,
 //!   not `Local`, and an IANA zone Go's `time.LoadLocation` knows (the `chrono-tz` database).
 //! - `startingDeadlineSeconds` and the history limits are not negative; `concurrencyPolicy`
-//!   is `Allow`, `Forbid` or `Replace`; the job template's pod template is checked as a Job's
-//!   ([`super::workloads`]), its selector not set and `manualSelector` not true.
+//!   is `Allow`, `Forbid` or `Replace`; the job template's spec is checked as a Job's
+//!   ([`job_spec`], at `spec.jobTemplate.spec`), its selector not set and `manualSelector` not
+//!   true.
+//! - Job specs, a Job's and a CronJob's job template's ([`job_spec`], kube's `validateJobSpec`
+//!   in its order): `parallelism`, `completions`, `activeDeadlineSeconds`, `backoffLimit`,
+//!   `ttlSecondsAfterFinished`, `backoffLimitPerIndex` and `maxFailedIndexes` not negative;
+//!   `maxFailedIndexes` only with `backoffLimitPerIndex`; `managedBy` a domain-prefixed path of
+//!   at most 63 bytes; `completionMode` `NonIndexed` or `Indexed`, an Indexed Job with
+//!   `completions`, kube's limits on `parallelism` and `maxFailedIndexes` (100000, and 10000
+//!   past 100000 completions with a backoff limit per index), `maxFailedIndexes` at most
+//!   `completions`; the per-index fields and `successPolicy` only in an Indexed Job, the
+//!   success policy's rules (1 to 20, each with `succeededIndexes` in kube's index format or
+//!   `succeededCount` within `completions` and the indexes named); `podReplacementPolicy`
+//!   `Failed` or `TerminatingOrFailed` (only `Failed` with a `podFailurePolicy`); then the pod
+//!   template, whose restart policy is `OnFailure` or `Never` (`Always`, the v1 default, is
+//!   `Required value: valid values: "OnFailure", "Never"`), `Never` with a `podFailurePolicy`.
 //! - A created CronJob's name has at most 52 characters (the controller appends 11 to name its
 //!   Jobs).
-//! - Not checked (kube checks them): the job template's other Job spec fields
-//!   (`parallelism`, `completions`, `backoffLimit`, success and failure policies).
+//! - Not checked (kube checks them): a `podFailurePolicy`'s rules (`validatePodFailurePolicy`:
+//!   actions, exit codes, pod conditions), a Job's generated selector and labels
+//!   (`validateGeneratedSelector`) and an Indexed Job's name against its pods' hostnames.
 //!
 //! Differs from kube: kube's cron library panics on a `TZ=` prefix without a space after it
 //! (kube answers a 500); this one leaves such a schedule to the `TZ` rule alone. A Job
@@ -43,6 +58,254 @@ use serde_json::{Map, Value};
 use super::common::semantic_eq;
 use super::workloads;
 use crate::field::{Cause, go_quote, invalid, not_supported, required};
+
+/// kube's `maxParallelismForIndexedJob` and `maxFailedIndexesForIndexedJob`.
+const INDEXED_LIMIT: i64 = 100_000;
+/// kube's `completionsSoftLimit`, and the limits past it with a backoff limit per index.
+const COMPLETIONS_SOFT_LIMIT: i64 = 100_000;
+const HIGH_COMPLETIONS_LIMIT: i64 = 10_000;
+
+/// kube's `validateJobSpec` of the Job spec at `prefix` (`spec`, or a CronJob's
+/// `spec.jobTemplate.spec`) in `object`, in kube's order: the counts and durations, the
+/// backoff limits per index, `managedBy`, `completionMode` and what an Indexed Job needs,
+/// `successPolicy`, `podReplacementPolicy`, then the pod template and its restart policy.
+pub(super) fn job_spec(object: &Value, prefix: &str, causes: &mut Vec<Cause>) {
+    let pointer = format!("/{}", prefix.replace('.', "/"));
+    let spec = object.pointer(&pointer).cloned().unwrap_or(Value::Null);
+    let field = |key: &str| spec.get(key).filter(|v| !v.is_null());
+    let number = |key: &str| field(key).and_then(Value::as_i64);
+    let at = |key: &str| format!("{prefix}.{key}");
+    for key in [
+        "parallelism",
+        "completions",
+        "activeDeadlineSeconds",
+        "backoffLimit",
+        "ttlSecondsAfterFinished",
+        "backoffLimitPerIndex",
+        "maxFailedIndexes",
+    ] {
+        if let Some(n) = number(key).filter(|n| *n < 0) {
+            causes.push(invalid(
+                &at(key),
+                &n.to_string(),
+                "must be greater than or equal to 0",
+            ));
+        }
+    }
+    let (parallelism, completions) = (number("parallelism"), number("completions"));
+    let (per_index, max_failed) = (field("backoffLimitPerIndex"), number("maxFailedIndexes"));
+    if field("maxFailedIndexes").is_some() && per_index.is_none() {
+        causes.push(required(
+            &at("backoffLimitPerIndex"),
+            "when maxFailedIndexes is specified",
+        ));
+    }
+    if let Some(managed_by) = field("managedBy") {
+        let managed_by = managed_by.as_str().unwrap_or_default();
+        super::networking::domain_prefixed_path(managed_by, &at("managedBy"), causes);
+        if managed_by.len() > 63 {
+            causes.push(crate::field::too_long(&at("managedBy"), 63));
+        }
+    }
+    let mode = field("completionMode").map(|m| m.as_str().unwrap_or_default());
+    if let Some(mode) = mode {
+        if !matches!(mode, "NonIndexed" | "Indexed") {
+            causes.push(not_supported(
+                &at("completionMode"),
+                &go_quote(mode),
+                &["NonIndexed", "Indexed"],
+            ));
+        }
+        if mode == "Indexed" {
+            if completions.is_none() {
+                causes.push(required(
+                    &at("completions"),
+                    "when completion mode is Indexed",
+                ));
+            }
+            if let Some(p) = parallelism.filter(|p| *p > INDEXED_LIMIT) {
+                causes.push(invalid(
+                    &at("parallelism"),
+                    &p.to_string(),
+                    "must be less than or equal to 100000 when completion mode is Indexed",
+                ));
+            }
+            if let (Some(c), Some(m)) = (completions, max_failed)
+                && m > c
+            {
+                causes.push(invalid(
+                    &at("maxFailedIndexes"),
+                    &m.to_string(),
+                    "must be less than or equal to completions",
+                ));
+            }
+            if let Some(m) = max_failed.filter(|m| *m > INDEXED_LIMIT) {
+                causes.push(invalid(
+                    &at("maxFailedIndexes"),
+                    &m.to_string(),
+                    "must be less than or equal to 100000",
+                ));
+            }
+            if completions.is_some_and(|c| c > COMPLETIONS_SOFT_LIMIT) && per_index.is_some() {
+                let high =
+                    "when completions are above 100000 and used with backoff limit per index";
+                if field("maxFailedIndexes").is_none() {
+                    causes.push(required(
+                        &at("maxFailedIndexes"),
+                        "must be specified when completions is above 100000",
+                    ));
+                }
+                if let Some(p) = parallelism.filter(|p| *p > HIGH_COMPLETIONS_LIMIT) {
+                    causes.push(invalid(
+                        &at("parallelism"),
+                        &p.to_string(),
+                        &format!("must be less than or equal to 10000 {high}"),
+                    ));
+                }
+                if let Some(m) = max_failed.filter(|m| *m > HIGH_COMPLETIONS_LIMIT) {
+                    causes.push(invalid(
+                        &at("maxFailedIndexes"),
+                        &m.to_string(),
+                        &format!("must be less than or equal to 10000 {high}"),
+                    ));
+                }
+            }
+        }
+    }
+    let indexed = mode == Some("Indexed");
+    if !indexed {
+        for key in ["backoffLimitPerIndex", "maxFailedIndexes"] {
+            if let Some(value) = field(key) {
+                causes.push(invalid(
+                    &at(key),
+                    &printed(Some(value)),
+                    "requires indexed completion mode",
+                ));
+            }
+        }
+    }
+    if let Some(policy) = field("successPolicy") {
+        if indexed {
+            success_policy(policy, completions, &at("successPolicy"), causes);
+        } else {
+            causes.push(invalid(
+                &at("successPolicy"),
+                &printed(Some(policy)),
+                "requires indexed completion mode",
+            ));
+        }
+    }
+    if let Some(replacement) = field("podReplacementPolicy") {
+        let replacement = replacement.as_str().unwrap_or_default();
+        let supported: &[&str] = if field("podFailurePolicy").is_some() {
+            &["Failed"]
+        } else {
+            &["Failed", "TerminatingOrFailed"]
+        };
+        if !supported.contains(&replacement) {
+            causes.push(not_supported(
+                &at("podReplacementPolicy"),
+                &go_quote(replacement),
+                supported,
+            ));
+        }
+    }
+    workloads::template(
+        object,
+        &at("template"),
+        &["OnFailure", "Never"],
+        false,
+        causes,
+    );
+    let restart = spec
+        .pointer("/template/spec/restartPolicy")
+        .and_then(Value::as_str);
+    if field("podFailurePolicy").is_some() && restart == Some("OnFailure") {
+        causes.push(invalid(
+            &at("template.spec.restartPolicy"),
+            "\"OnFailure\"",
+            "only \"Never\" is supported when podFailurePolicy is specified",
+        ));
+    }
+}
+
+/// `validateSuccessPolicy` of an Indexed Job's `successPolicy` at `at`.
+fn success_policy(policy: &Value, completions: Option<i64>, at: &str, causes: &mut Vec<Cause>) {
+    let rules = policy
+        .get("rules")
+        .and_then(Value::as_array)
+        .map_or(&[][..], Vec::as_slice);
+    if rules.is_empty() {
+        causes.push(required(
+            &format!("{at}.rules"),
+            "at least one rules must be specified when the successPolicy is specified",
+        ));
+    }
+    if rules.len() > 20 {
+        causes.push(crate::field::too_many(
+            &format!("{at}.rules"),
+            rules.len(),
+            20,
+        ));
+    }
+    // kube reads `completions` without a nil check (required above for an Indexed Job).
+    let completions = completions.unwrap_or(0);
+    for (i, rule) in rules.iter().enumerate() {
+        let rule_at = format!("{at}.rules[{i}]");
+        let indexes = rule.get("succeededIndexes").filter(|v| !v.is_null());
+        let count = rule.get("succeededCount").filter(|v| !v.is_null());
+        if indexes.is_none() && count.is_none() {
+            causes.push(required(
+                &rule_at,
+                "at least one of succeededCount or succeededIndexes must be specified",
+            ));
+        }
+        let mut total = 0;
+        if let Some(indexes) = indexes {
+            let indexes = indexes.as_str().unwrap_or_default();
+            let indexes_at = format!("{rule_at}.succeededIndexes");
+            if indexes.len() > 64 * 1024 {
+                causes.push(crate::field::too_long(&indexes_at, 64 * 1024));
+            }
+            match super::status::indexes_format(indexes, completions) {
+                Ok(n) => total = n,
+                Err(error) => causes.push(invalid(
+                    &indexes_at,
+                    &go_quote(indexes),
+                    &format!("error parsing succeededIndexes: {error}"),
+                )),
+            }
+        }
+        if let Some(count) = count.and_then(Value::as_i64) {
+            let count_at = format!("{rule_at}.succeededCount");
+            if count < 0 {
+                causes.push(invalid(
+                    &count_at,
+                    &count.to_string(),
+                    "must be greater than or equal to 0",
+                ));
+            }
+            if count > completions {
+                causes.push(invalid(
+                    &count_at,
+                    &count.to_string(),
+                    &format!(
+                        "must be less than or equal to {completions} (the number of specified completions)"
+                    ),
+                ));
+            }
+            if indexes.is_some() && count > total {
+                causes.push(invalid(
+                    &count_at,
+                    &count.to_string(),
+                    &format!(
+                        "must be less than or equal to {total} (the number of indexes in the specified succeededIndexes field)"
+                    ),
+                ));
+            }
+        }
+    }
+}
 
 /// kube's detail for a field an update may not change.
 const IMMUTABLE: &str = "field is immutable";
@@ -254,13 +517,7 @@ pub(super) fn cron_job(object: &Value, old: Option<&Value>, causes: &mut Vec<Cau
             &["Allow", "Forbid", "Replace"],
         )),
     }
-    workloads::template(
-        object,
-        "spec.jobTemplate.spec.template",
-        &["OnFailure", "Never"],
-        false,
-        causes,
-    );
+    job_spec(object, "spec.jobTemplate.spec", causes);
     if let Some(selector) = object
         .pointer("/spec/jobTemplate/spec/selector")
         .filter(|s| !s.is_null())
@@ -713,6 +970,8 @@ mod tests {
                 j["spec"]["podFailurePolicy"] = json!({"rules": []});
             }),
             [
+                // The stored, defaulted replacement policy does not go with a failure policy.
+                "spec.podReplacementPolicy: Unsupported value: \"TerminatingOrFailed\": supported values: \"Failed\"",
                 "spec.podFailurePolicy: Invalid value: {\"rules\":[]}: field is immutable",
                 "spec.managedBy: Invalid value: \"example.com/queue\": field is immutable",
             ]
@@ -773,6 +1032,87 @@ mod tests {
         let mut running = old.clone();
         running["spec"]["suspend"] = json!(false);
         assert_eq!(job_update(&running, scheduling).len(), 1);
+    }
+
+    #[test]
+    fn job_specs() {
+        let job = |spec: Value| {
+            let mut job = stored_job(json!({}));
+            for (key, value) in spec.as_object().unwrap() {
+                job["spec"][key] = value.clone();
+            }
+            crate::kinds::refusal_causes("batch", "jobs", job, None)
+        };
+        assert_eq!(
+            job(
+                json!({"activeDeadlineSeconds": -1, "ttlSecondsAfterFinished": -2,
+                "maxFailedIndexes": 1, "managedBy": "bad", "completionMode": "Bogus",
+                "podReplacementPolicy": "Sometimes", "successPolicy": {"rules": []},
+                "template": {"spec": {"restartPolicy": "Always",
+                    "containers": [{"name": "c", "image": "busybox"}]}}})
+            ),
+            [
+                "spec.activeDeadlineSeconds: Invalid value: -1: must be greater than or equal to 0",
+                "spec.ttlSecondsAfterFinished: Invalid value: -2: must be greater than or equal to 0",
+                "spec.backoffLimitPerIndex: Required value: when maxFailedIndexes is specified",
+                "spec.managedBy: Invalid value: \"bad\": must be a domain-prefixed path (such as \"acme.io/foo\")",
+                "spec.completionMode: Unsupported value: \"Bogus\": supported values: \"NonIndexed\", \"Indexed\"",
+                "spec.maxFailedIndexes: Invalid value: 1: requires indexed completion mode",
+                "spec.successPolicy: Invalid value: {\"rules\":[]}: requires indexed completion mode",
+                "spec.podReplacementPolicy: Unsupported value: \"Sometimes\": supported values: \"Failed\", \"TerminatingOrFailed\"",
+                "spec.template.spec.restartPolicy: Required value: valid values: \"OnFailure\", \"Never\"",
+            ]
+        );
+        assert_eq!(
+            job(
+                json!({"completionMode": "Indexed", "completions": 3, "parallelism": 3,
+                "backoffLimitPerIndex": 1, "maxFailedIndexes": 4, "successPolicy": {"rules": [
+                    {}, {"succeededIndexes": "0-1", "succeededCount": 3},
+                    {"succeededIndexes": "5"}]}})
+            ),
+            [
+                "spec.maxFailedIndexes: Invalid value: 4: must be less than or equal to completions",
+                "spec.successPolicy.rules[0]: Required value: at least one of succeededCount or succeededIndexes must be specified",
+                "spec.successPolicy.rules[1].succeededCount: Invalid value: 3: must be less than or equal to 2 (the number of indexes in the specified succeededIndexes field)",
+                "spec.successPolicy.rules[2].succeededIndexes: Invalid value: \"5\": error parsing succeededIndexes: too large index: \"5\"",
+            ]
+        );
+        assert_eq!(
+            job(
+                json!({"completionMode": "Indexed", "completions": 3, "parallelism": 3,
+                "backoffLimitPerIndex": 1, "maxFailedIndexes": 1, "managedBy": "example.com/q",
+                "successPolicy": {"rules": [{"succeededIndexes": "0-1", "succeededCount": 1}]}})
+            ),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn cron_jobs_job_templates_are_job_specs() {
+        let mut bad = cron_job("c", json!({"schedule": "@hourly"}));
+        let spec = &mut bad["spec"]["jobTemplate"]["spec"];
+        spec["parallelism"] = json!(-1);
+        spec["completions"] = json!(-2);
+        spec["backoffLimit"] = json!(-3);
+        spec["completionMode"] = json!("Indexed");
+        spec["completions"] = json!(-2);
+        assert_eq!(
+            messages(bad, None),
+            [
+                "spec.jobTemplate.spec.parallelism: Invalid value: -1: must be greater than or equal to 0",
+                "spec.jobTemplate.spec.completions: Invalid value: -2: must be greater than or equal to 0",
+                "spec.jobTemplate.spec.backoffLimit: Invalid value: -3: must be greater than or equal to 0",
+            ]
+        );
+        let mut always = cron_job("c", json!({"schedule": "@hourly"}));
+        always["spec"]["jobTemplate"]["spec"]["template"]["spec"]["restartPolicy"] =
+            json!("Always");
+        assert_eq!(
+            messages(always, None),
+            [
+                "spec.jobTemplate.spec.template.spec.restartPolicy: Required value: valid values: \"OnFailure\", \"Never\""
+            ]
+        );
     }
 
     #[test]

@@ -643,12 +643,14 @@ fn index_interval(interval: &str, completions: i64) -> Result<(i64, i64), String
     Ok((x, y))
 }
 
-/// `validateIndexesFormat`: comma-separated intervals in increasing order.
-fn indexes_format(indexes: &str, completions: i64) -> Result<(), String> {
+/// `validateIndexesFormat`: comma-separated intervals in increasing order; the number of
+/// indexes they hold.
+pub(super) fn indexes_format(indexes: &str, completions: i64) -> Result<i64, String> {
     if indexes.is_empty() {
-        return Ok(());
+        return Ok(0);
     }
     let mut last: Option<i64> = None;
+    let mut total = 0;
     for interval in indexes.split(',') {
         let (x, y) = index_interval(interval, completions)?;
         if let Some(last) = last.filter(|last| *last >= x) {
@@ -656,9 +658,10 @@ fn indexes_format(indexes: &str, completions: i64) -> Result<(), String> {
                 "non-increasing order, previous: {last}, current: {x}"
             ));
         }
+        total += y - x + 1;
         last = Some(y);
     }
-    Ok(())
+    Ok(total)
 }
 
 /// `validateFailedIndexesNotOverlapCompleted`: the first index both lists hold, walking

@@ -32,8 +32,8 @@
 //!   - A created Pod's pod (anti-)affinity terms get their `matchLabelKeys` /
 //!     `mismatchLabelKeys` merged into their selectors before validation
 //!     ([`prepare_created`], kube's `mutatePodAffinity`).
-//!   - Workloads: `replicas`, `minReadySeconds`, a Job's `parallelism`, `completions` and
-//!     `backoffLimit` are not negative; a ReplicationController has a selector that is not
+//!   - Workloads: `replicas` and `minReadySeconds` are not negative (a Job's spec:
+//!     [`super::batch::job_spec`]); a ReplicationController has a selector that is not
 //!     empty and matches its template's labels, and no `activeDeadlineSeconds`
 //!     (`ValidateReplicationControllerSpec`); Deployments, ReplicaSets, StatefulSets and
 //!     DaemonSets have a selector that is not empty, matches their template's labels (`spec.template.
@@ -311,18 +311,7 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>, causes: 
                 }
             }
         }
-        ("batch", "Job") => {
-            for field in ["parallelism", "completions", "backoffLimit"] {
-                nonnegative(object, field, causes);
-            }
-            template(
-                object,
-                "spec.template",
-                &["OnFailure", "Never"],
-                false,
-                causes,
-            );
-        }
+        ("batch", "Job") => super::batch::job_spec(object, "spec", causes),
         _ => {}
     }
 }
@@ -462,7 +451,13 @@ pub(super) fn template(
         .pointer("/spec/restartPolicy")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    if !restart.contains(&policy) {
+    if restart == ["OnFailure", "Never"] && matches!(policy, "" | "Always") {
+        // A Job's pods: `validateJobSpec` (a v1 pod spec defaults its policy to `Always`).
+        causes.push(required(
+            &format!("{path}.spec.restartPolicy"),
+            "valid values: \"OnFailure\", \"Never\"",
+        ));
+    } else if !restart.contains(&policy) {
         causes.push(not_supported(
             &format!("{path}.spec.restartPolicy"),
             &go_quote(policy),
