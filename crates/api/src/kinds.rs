@@ -269,7 +269,10 @@ pub fn validate_write(
         ("batch", "CronJob") => batch::cron_job(object, old, &mut causes),
         ("batch", "Job") => {
             if let Some(old) = old {
-                batch::job_update(object, old, &mut causes);
+                // kube defaults the stored object as it decodes it (see `apps`).
+                let mut old = old.clone();
+                crate::defaults::apply_defaults(def, &mut old);
+                batch::job_update(object, &old, &mut causes);
             }
         }
         ("", "PersistentVolumeClaim") => storage::claim(object, old, &mut causes),

@@ -23,8 +23,8 @@
 //!   `serviceName` is empty or a DNS label (kubernetes#130233).
 //! - StatefulSet updates (`ValidateStatefulSetUpdate`, after all the spec's other rules): the
 //!   spec, less `replicas`, `ordinals`, `template`, `updateStrategy`, `revisionHistoryLimit`,
-//!   `persistentVolumeClaimRetentionPolicy` and `minReadySeconds`, is the stored one
-//!   (`apiequality.Semantic.DeepEqual`: absent and Go's zero values alike, quantities by
+//!   `persistentVolumeClaimRetentionPolicy` and `minReadySeconds`, is the stored one (with
+//!   today's defaults, as kube decodes a stored object; `apiequality.Semantic.DeepEqual`: absent and Go's zero values alike, quantities by
 //!   amount), else `spec: Forbidden: updates to statefulset spec for fields other than
 //!   'replicas', 'ordinals', 'template', 'updateStrategy', 'revisionHistoryLimit',
 //!   'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden` (kube 1.33's
@@ -85,7 +85,11 @@ pub(super) fn after_shared(
         ("apps", "DaemonSet") => daemon_set(object, causes),
         ("apps", "StatefulSet") => {
             if let Some(old) = old {
-                stateful_set_update(object, old, causes);
+                // kube defaults the stored object as it decodes it: one written before a
+                // default was added compares as if it had it.
+                let mut old = old.clone();
+                crate::defaults::apply_defaults(def, &mut old);
+                stateful_set_update(object, &old, causes);
             }
         }
         _ => {}
@@ -507,6 +511,15 @@ mod tests {
             o["spec"]["template"]["metadata"]["labels"] = json!({"app": "w", "tier": "db"});
         });
         assert_eq!(selected.as_deref(), Some(forbidden));
+        // A stored set written before a default existed compares as if it had it (kube
+        // defaults what it reads).
+        let bare = workload(
+            json!({"serviceName": "w", "volumeClaimTemplates": [{"metadata": {"name": "v"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]}),
+        );
+        let mut scaled = bare.clone();
+        scaled["spec"]["replicas"] = json!(2);
+        assert_eq!(message("statefulsets", scaled, Some(&bare)), None);
         // After the spec's other rules.
         let both = changed(&|o| {
             o["spec"]["serviceName"] = json!("other");

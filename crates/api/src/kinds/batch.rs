@@ -14,7 +14,8 @@
 //!   suspended and which never started (no `status.startTime`: `AllowMutableSchedulingDirectives`)
 //!   may change its node affinity (and drop an affinity that had only that), node selector,
 //!   tolerations, scheduling gates, labels and annotations, nothing else. Values compare as
-//!   `apiequality.Semantic.DeepEqual` does (absent and zero alike, quantities by amount).
+//!   `apiequality.Semantic.DeepEqual` does (absent and zero alike, quantities by amount), the
+//!   stored Job with today's defaults (as kube decodes it).
 //! - `spec.schedule` is given and parses as kube's cron library (`robfig/cron/v3`'s
 //!   `ParseStandard`) parses it, with its error text: five fields (`expected exactly 5 fields,
 //!   found 1: [bad]`), each a list of `*`, `?`, numbers or names (`jan`, `sun`), ranges and
@@ -938,6 +939,16 @@ mod tests {
     #[test]
     fn job_updates_keep_kubes_immutable_fields() {
         let old = stored_job(json!({"completions": 2}));
+        // A stored Job written before a default existed compares as if it had it.
+        let mut bare = old.clone();
+        bare["spec"]["template"]["spec"]["containers"][0]
+            .as_object_mut()
+            .unwrap()
+            .retain(|key, _| key == "name" || key == "image");
+        assert_eq!(
+            job_update(&bare, |j| j["spec"]["parallelism"] = json!(2)),
+            Vec::<String>::new()
+        );
         assert_eq!(
             job_update(&old, |j| j["spec"]["parallelism"] = json!(2)),
             Vec::<String>::new()
