@@ -130,6 +130,16 @@ pub fn invalid(path: &str, printed: &str, detail: &str) -> Cause {
     )
 }
 
+/// `field.Invalid(path, field.OmitValueType{}, detail)`: no value printed.
+#[must_use]
+pub fn invalid_omitted(path: &str, detail: &str) -> Cause {
+    (
+        path.to_owned(),
+        format!("Invalid value: {detail}"),
+        "FieldValueInvalid".to_owned(),
+    )
+}
+
 /// `field.TypeInvalid(path, value, detail)`, the value printed.
 #[must_use]
 pub fn type_invalid(path: &str, printed: &str, detail: &str) -> Cause {

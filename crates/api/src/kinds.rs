@@ -260,13 +260,21 @@ pub fn validate_write(
     let mut causes = Vec::new();
     apps::before_shared(def, object, old, &mut causes);
     workloads::validate(def, object, old, &mut causes);
-    apps::after_shared(def, object, &mut causes);
+    apps::after_shared(def, object, old, &mut causes);
     match (def.group.as_str(), def.kind.as_str()) {
         ("autoscaling", "HorizontalPodAutoscaler") => {
             autoscaling::validate(def, object, old, &mut causes);
         }
         ("policy", "PodDisruptionBudget") => policy::validate(object, &mut causes),
         ("batch", "CronJob") => batch::cron_job(object, old, &mut causes),
+        ("batch", "Job") => {
+            if let Some(old) = old {
+                // kube defaults the stored object as it decodes it (see `apps`).
+                let mut old = old.clone();
+                crate::defaults::apply_defaults(def, &mut old);
+                batch::job_update(object, &old, &mut causes);
+            }
+        }
         ("", "PersistentVolumeClaim") => storage::claim(object, old, &mut causes),
         ("", "PersistentVolume") => persistent_volumes::validate(object, old, &mut causes),
         ("certificates.k8s.io", "CertificateSigningRequest") => {

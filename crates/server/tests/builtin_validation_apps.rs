@@ -3,9 +3,30 @@
 //! message (its causes, in kube's order), and a valid one of the same kind is written.
 
 mod common;
+mod kubectl_support;
 
 use common::*;
+use kubectl_support::Kubectl;
 use serde_json::{Value, json};
+
+/// kube 1.33's refusal of a StatefulSet update that changes another spec field.
+const STATEFUL_SET_FORBIDDEN: &str = "spec: Forbidden: updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden";
+
+/// Merge-patches `path` with `patch`: 422 Invalid, its message returned.
+async fn patch_invalid(addr: std::net::SocketAddr, path: &str, patch: &Value) -> String {
+    let (status, body) = request(
+        addr,
+        "PATCH",
+        path,
+        "application/merge-patch+json",
+        &patch.to_string(),
+    )
+    .await;
+    assert_eq!(status, 422, "{path}: {body}");
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(body["reason"], "Invalid", "{body}");
+    body["message"].as_str().unwrap().to_owned()
+}
 
 /// Merge-patches `path` with `patch`: 422 with `message`.
 async fn patch_refused(addr: std::net::SocketAddr, path: &str, patch: &Value, message: &str) {
@@ -76,6 +97,54 @@ async fn stateful_sets() {
         r#"{"status": {"replicas": 1, "currentReplicas": 1}}"#,
     )
     .await;
+    // A changed selector is the forbidden spec alone, as kube answers it.
+    patch_refused(
+        addr,
+        &format!("{path}/db"),
+        &json!({"spec": {"selector": {"matchLabels": {"app": "db", "tier": "x"}},
+            "template": {"metadata": {"labels": {"app": "db", "tier": "x"}}}}}),
+        &format!("StatefulSet.apps \"db\" is invalid: {STATEFUL_SET_FORBIDDEN}"),
+    )
+    .await;
+}
+
+/// `kubectl apply` of a StatefulSet whose claim template grew is refused with kube's message;
+/// one that changes only the fields an update may change is applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_apply_of_a_stateful_set() {
+    let server = server().await;
+    let k = Kubectl::new(server.addr);
+    let manifest = |storage: &str, replicas: u32, image: &str| {
+        format!(
+            "apiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: pg\nspec:\n  serviceName: pg\n  replicas: {replicas}\n  selector:\n    matchLabels: {{app: pg}}\n  template:\n    metadata:\n      labels: {{app: pg}}\n    spec:\n      containers:\n      - name: pg\n        image: {image}\n  volumeClaimTemplates:\n  - metadata:\n      name: data\n    spec:\n      accessModes: [ReadWriteOnce]\n      resources:\n        requests:\n          storage: {storage}\n"
+        )
+    };
+    let file = k.manifest("pg.yaml", &manifest("1Gi", 1, "postgres:16"));
+    k.ok(&["apply", "-f", &file]).await;
+    let file = k.manifest("pg.yaml", &manifest("1024Mi", 3, "postgres:17"));
+    let out = k.ok(&["apply", "-f", &file]).await;
+    assert!(out.contains("statefulset.apps/pg configured"), "{out}");
+    let file = k.manifest("pg.yaml", &manifest("2Gi", 3, "postgres:17"));
+    let refused = k.fails(&["apply", "-f", &file]).await;
+    assert!(
+        refused.stderr.contains(&format!(
+            "The StatefulSet \"pg\" is invalid: {STATEFUL_SET_FORBIDDEN}"
+        )),
+        "{}",
+        refused.stderr
+    );
+    // The refused write left the set as the second apply made it (kubectl writes the same
+    // amount in its canonical form, `1Gi`).
+    let stored = k.json(&["get", "statefulset", "pg"]).await;
+    assert_eq!(stored["spec"]["replicas"], 3);
+    assert_eq!(
+        stored["spec"]["template"]["spec"]["containers"][0]["image"],
+        "postgres:17"
+    );
+    assert_eq!(
+        stored["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"],
+        "1Gi"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -156,7 +225,44 @@ async fn daemon_sets_replica_sets_controllers_and_jobs() {
         addr,
         &format!("{path}/j/status"),
         &json!({"status": {"failed": -1}}),
-        "Job.batch \"j\" is invalid: status.failed: Invalid value: -1: must be greater than or equal to 0",
+        "Job.batch \"j\" is invalid: [status.failed: Invalid value: -1: must be greater than or equal to 0, status.failed: Invalid value: -1: cannot decrease the failed counter]",
+    )
+    .await;
+    patch_refused(
+        addr,
+        &format!("{path}/j/status"),
+        &json!({"status": {"conditions": [{"type": "Complete", "status": "True"}]}}),
+        "Job.batch \"j\" is invalid: [status.completionTime: Required value: completionTime is required for Complete jobs, status.startTime: Required value: startTime is required for finished job]",
+    )
+    .await;
+    // A suspended Job that never started may change its scheduling directives, not the rest
+    // of its template.
+    let scheduled = merge_patch(
+        addr,
+        &format!("{path}/j"),
+        r#"{"spec": {"template": {"spec": {"nodeSelector": {"zone": "a"}}}}}"#,
+    )
+    .await;
+    assert_eq!(
+        scheduled["spec"]["template"]["spec"]["nodeSelector"]["zone"],
+        "a"
+    );
+    let image = patch_invalid(
+        addr,
+        &format!("{path}/j"),
+        &json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "busybox:2"}]}}}}),
+    )
+    .await;
+    assert!(
+        image.starts_with("Job.batch \"j\" is invalid: spec.template: Invalid value: {")
+            && image.ends_with("}: field is immutable"),
+        "{image}"
+    );
+    patch_refused(
+        addr,
+        &format!("{path}/j"),
+        &json!({"spec": {"completions": 5}}),
+        "Job.batch \"j\" is invalid: spec.completions: Invalid value: 5: field is immutable",
     )
     .await;
 }

@@ -21,6 +21,16 @@
 //!   create and when an update changes the templates; `ordinals.start` is not negative, so
 //!   `revisionHistoryLimit` when created or changed (kubernetes#129017); a created set's
 //!   `serviceName` is empty or a DNS label (kubernetes#130233).
+//! - StatefulSet updates (`ValidateStatefulSetUpdate`, after all the spec's other rules): the
+//!   spec, less `replicas`, `ordinals`, `template`, `updateStrategy`, `revisionHistoryLimit`,
+//!   `persistentVolumeClaimRetentionPolicy` and `minReadySeconds`, is the stored one (with
+//!   today's defaults, as kube decodes a stored object; `apiequality.Semantic.DeepEqual`: absent and Go's zero values alike, quantities by
+//!   amount), else `spec: Forbidden: updates to statefulset spec for fields other than
+//!   'replicas', 'ordinals', 'template', 'updateStrategy', 'revisionHistoryLimit',
+//!   'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden` (kube 1.33's
+//!   list; 1.32's lacked `revisionHistoryLimit`). So `selector`, `serviceName`,
+//!   `podManagementPolicy` and `volumeClaimTemplates` never change; a changed selector is
+//!   this cause alone, as in kube (the StatefulSet strategy has no selector rule of its own).
 //! - DaemonSet (after the template): `updateStrategy` `OnDelete`, or `RollingUpdate` with a
 //!   `rollingUpdate` whose `maxUnavailable` and `maxSurge` are each a non-negative integer or a
 //!   percentage of at most 100%, exactly one of them non-zero; then `revisionHistoryLimit` not
@@ -34,15 +44,17 @@
 //!   its `ordinals` and `serviceName`, kube's before.
 //! - A StatefulSet's claim templates are checked as kube 1.34 checks them (kube 1.33 did not);
 //!   its `rollingUpdate.maxUnavailable` is not checked (kube 1.33 drops it:
-//!   `MaxUnavailableStatefulSet` is off). Not checked: the update rule
-//!   that only some spec fields change, and a DaemonSet's `templateGeneration` (not in
-//!   apps/v1).
+//!   `MaxUnavailableStatefulSet` is off). Not checked: a DaemonSet's `templateGeneration`
+//!   (not in apps/v1).
+//! - The StatefulSet update rule compares JSON: a pointer field sent as its zero value (`{}`,
+//!   `0`) and one left out are alike here, different in Go (only inside
+//!   `volumeClaimTemplates`, the other fields being defaulted or updatable).
 
 use serde_json::{Value, json};
 
 use super::common::{
     go_int_or_string, int_or_percent_value, invalid, invalid_printed, items,
-    not_more_than_100_percent, not_supported, positive_int_or_percent, present, text,
+    not_more_than_100_percent, not_supported, positive_int_or_percent, present, semantic_eq, text,
 };
 use crate::field::{Cause, forbidden, required};
 use crate::resources::ResourceDef;
@@ -60,12 +72,59 @@ pub(super) fn before_shared(
     }
 }
 
-/// The Deployment and DaemonSet rules kube checks after the template.
-pub(super) fn after_shared(def: &ResourceDef, object: &Value, causes: &mut Vec<Cause>) {
+/// The Deployment and DaemonSet rules kube checks after the template, and a StatefulSet
+/// update's rule that only some spec fields change.
+pub(super) fn after_shared(
+    def: &ResourceDef,
+    object: &Value,
+    old: Option<&Value>,
+    causes: &mut Vec<Cause>,
+) {
     match (def.group.as_str(), def.kind.as_str()) {
         ("apps", "Deployment") => deployment(object, causes),
         ("apps", "DaemonSet") => daemon_set(object, causes),
+        ("apps", "StatefulSet") => {
+            if let Some(old) = old {
+                // kube defaults the stored object as it decodes it: one written before a
+                // default was added compares as if it had it.
+                let mut old = old.clone();
+                crate::defaults::apply_defaults(def, &mut old);
+                stateful_set_update(object, &old, causes);
+            }
+        }
         _ => {}
+    }
+}
+
+/// The spec fields of a StatefulSet an update may change (kube 1.33's
+/// `ValidateStatefulSetUpdate` takes them from the old spec before comparing).
+const STATEFUL_SET_UPDATABLE: [&str; 7] = [
+    "replicas",
+    "ordinals",
+    "template",
+    "updateStrategy",
+    "revisionHistoryLimit",
+    "persistentVolumeClaimRetentionPolicy",
+    "minReadySeconds",
+];
+
+/// kube 1.33's detail when a StatefulSet update changes another spec field.
+const STATEFUL_SET_FORBIDDEN: &str = "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden";
+
+/// `ValidateStatefulSetUpdate`'s comparison: the spec without the updatable fields is
+/// semantically the old one's (`apiequality.Semantic.DeepEqual`).
+fn stateful_set_update(object: &Value, old: &Value, causes: &mut Vec<Cause>) {
+    let rest = |o: &Value| -> Value {
+        let mut spec = o.get("spec").cloned().unwrap_or(Value::Null);
+        if let Some(fields) = spec.as_object_mut() {
+            for key in STATEFUL_SET_UPDATABLE {
+                fields.remove(key);
+            }
+        }
+        spec
+    };
+    if !semantic_eq(Some(&rest(object)), Some(&rest(old))) {
+        causes.push(forbidden("spec", STATEFUL_SET_FORBIDDEN));
     }
 }
 
@@ -407,6 +466,72 @@ mod tests {
         let mut kept = old.clone();
         kept["spec"]["replicas"] = json!(3);
         assert_eq!(message("statefulsets", kept, Some(&old)), None);
+    }
+
+    #[test]
+    fn stateful_set_updates_change_only_some_spec_fields() {
+        let forbidden = "StatefulSet.apps \"w\" is invalid: spec: Forbidden: updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden";
+        let mut old = workload(
+            json!({"serviceName": "w", "volumeClaimTemplates": [{"metadata": {"name": "v"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]}),
+        );
+        crate::defaults::apply_defaults(&def("statefulsets"), &mut old);
+        let changed = |f: &dyn Fn(&mut Value)| {
+            let mut new = old.clone();
+            f(&mut new);
+            message("statefulsets", new, Some(&old))
+        };
+        // The updatable fields, and a quantity written another way.
+        let updatable = changed(&|o| {
+            o["spec"]["replicas"] = json!(5);
+            o["spec"]["template"]["spec"]["containers"][0]["image"] = json!("nginx:2");
+            o["spec"]["updateStrategy"] = json!({"type": "OnDelete"});
+            o["spec"]["minReadySeconds"] = json!(3);
+            o["spec"]["revisionHistoryLimit"] = json!(2);
+            o["spec"]["ordinals"] = json!({"start": 1});
+            o["spec"]["persistentVolumeClaimRetentionPolicy"] =
+                json!({"whenDeleted": "Delete", "whenScaled": "Delete"});
+            o["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] =
+                json!("1024Mi");
+            o["spec"]["volumeClaimTemplates"][0]["metadata"]["labels"] = json!({});
+        });
+        assert_eq!(updatable, None);
+        let grown = changed(&|o| {
+            o["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] =
+                json!("2Gi");
+        });
+        assert_eq!(grown.as_deref(), Some(forbidden));
+        let renamed = changed(&|o| o["spec"]["serviceName"] = json!("other"));
+        assert_eq!(renamed.as_deref(), Some(forbidden));
+        let parallel = changed(&|o| o["spec"]["podManagementPolicy"] = json!("Parallel"));
+        assert_eq!(parallel.as_deref(), Some(forbidden));
+        // A changed selector is the forbidden spec alone: no `field is immutable` of its own.
+        let selected = changed(&|o| {
+            o["spec"]["selector"] = json!({"matchLabels": {"app": "w", "tier": "db"}});
+            o["spec"]["template"]["metadata"]["labels"] = json!({"app": "w", "tier": "db"});
+        });
+        assert_eq!(selected.as_deref(), Some(forbidden));
+        // A stored set written before a default existed compares as if it had it (kube
+        // defaults what it reads).
+        let bare = workload(
+            json!({"serviceName": "w", "volumeClaimTemplates": [{"metadata": {"name": "v"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]}),
+        );
+        let mut scaled = bare.clone();
+        scaled["spec"]["replicas"] = json!(2);
+        assert_eq!(message("statefulsets", scaled, Some(&bare)), None);
+        // After the spec's other rules.
+        let both = changed(&|o| {
+            o["spec"]["serviceName"] = json!("other");
+            o["spec"]["replicas"] = json!(-1);
+        });
+        assert_eq!(
+            both.unwrap(),
+            format!(
+                "StatefulSet.apps \"w\" is invalid: [spec.replicas: Invalid value: -1: must be greater than or equal to 0, {}]",
+                forbidden.split("invalid: ").nth(1).unwrap()
+            )
+        );
     }
 
     fn def(plural: &str) -> crate::resources::ResourceDef {

@@ -1,7 +1,21 @@
 //! CronJobs' rules as kube-apiserver's `pkg/apis/batch/validation` (`ValidateCronJobCreate`,
-//! `ValidateCronJobUpdate`) applies them, in kube's order.
+//! `ValidateCronJobUpdate`) applies them, in kube's order, and what a Job update may not change
+//! (`ValidateJobSpecUpdate`; a Job's spec rules are [`super::workloads`]', its `/status`
+//! writes' [`super::status`]').
 //!
 //! ## Guarantees
+//! - Job updates, after the spec's rules, in kube 1.33's order: `spec.completions` does not
+//!   change (`spec.completions: Invalid value: 3: field is immutable`), but in an Indexed Job,
+//!   where it changes with `parallelism` to the same value (`ElasticIndexedJob`, GA; else
+//!   `can only be modified in tandem with spec.parallelism`); nor do `selector` (printed as
+//!   Go's `%#v`), the pod `template`, `completionMode`, `podFailurePolicy`,
+//!   `backoffLimitPerIndex`, `managedBy` and `successPolicy` (`field is immutable`; a pointer
+//!   set and one left out differ, as in Go). The template of a Job whose stored spec is
+//!   suspended and which never started (no `status.startTime`: `AllowMutableSchedulingDirectives`)
+//!   may change its node affinity (and drop an affinity that had only that), node selector,
+//!   tolerations, scheduling gates, labels and annotations, nothing else. Values compare as
+//!   `apiequality.Semantic.DeepEqual` does (absent and zero alike, quantities by amount), the
+//!   stored Job with today's defaults (as kube decodes it).
 //! - `spec.schedule` is given and parses as kube's cron library (`robfig/cron/v3`'s
 //!   `ParseStandard`) parses it, with its error text: five fields (`expected exactly 5 fields,
 //!   found 1: [bad]`), each a list of `*`, `?`, numbers or names (`jan`, `sun`), ranges and
@@ -11,20 +25,463 @@
 //! - `spec.timeZone`, when set (and, on an update, changed): not empty, of kube's characters,
 //!   not `Local`, and an IANA zone Go's `time.LoadLocation` knows (the `chrono-tz` database).
 //! - `startingDeadlineSeconds` and the history limits are not negative; `concurrencyPolicy`
-//!   is `Allow`, `Forbid` or `Replace`; the job template's pod template is checked as a Job's
-//!   ([`super::workloads`]), its selector not set and `manualSelector` not true.
+//!   is `Allow`, `Forbid` or `Replace`; the job template's spec is checked as a Job's
+//!   ([`job_spec`], at `spec.jobTemplate.spec`), its selector not set and `manualSelector` not
+//!   true.
+//! - Job specs, a Job's and a CronJob's job template's ([`job_spec`], kube's `validateJobSpec`
+//!   in its order): `parallelism`, `completions`, `activeDeadlineSeconds`, `backoffLimit`,
+//!   `ttlSecondsAfterFinished`, `backoffLimitPerIndex` and `maxFailedIndexes` not negative;
+//!   `maxFailedIndexes` only with `backoffLimitPerIndex`; `managedBy` a domain-prefixed path of
+//!   at most 63 bytes; `completionMode` `NonIndexed` or `Indexed`, an Indexed Job with
+//!   `completions`, kube's limits on `parallelism` and `maxFailedIndexes` (100000, and 10000
+//!   past 100000 completions with a backoff limit per index), `maxFailedIndexes` at most
+//!   `completions`; the per-index fields and `successPolicy` only in an Indexed Job, the
+//!   success policy's rules (1 to 20, each with `succeededIndexes` in kube's index format or
+//!   `succeededCount` within `completions` and the indexes named); `podReplacementPolicy`
+//!   `Failed` or `TerminatingOrFailed` (only `Failed` with a `podFailurePolicy`); then the pod
+//!   template, whose restart policy is `OnFailure` or `Never` (`Always`, the v1 default, is
+//!   `Required value: valid values: "OnFailure", "Never"`), `Never` with a `podFailurePolicy`.
 //! - A created CronJob's name has at most 52 characters (the controller appends 11 to name its
 //!   Jobs).
-//! - Not checked (kube checks them): the job template's other Job spec fields
-//!   (`parallelism`, `completions`, `backoffLimit`, success and failure policies).
+//! - Not checked (kube checks them): a `podFailurePolicy`'s rules (`validatePodFailurePolicy`:
+//!   actions, exit codes, pod conditions), a Job's generated selector and labels
+//!   (`validateGeneratedSelector`) and an Indexed Job's name against its pods' hostnames.
 //!
 //! Differs from kube: kube's cron library panics on a `TZ=` prefix without a space after it
-//! (kube answers a 500); this one leaves such a schedule to the `TZ` rule alone.
+//! (kube answers a 500); this one leaves such a schedule to the `TZ` rule alone. A Job
+//! update's immutable struct fields (`template`, `podFailurePolicy`, `successPolicy`) print
+//! their JSON where kube prints Go's `%#v` of its internal type; kube validates a Job update's
+//! spec twice (`ValidateJob`, then `ValidateJobSpecUpdate`), so its Status lists each spec
+//! cause twice (the message, deduplicated, once): here each cause is listed once.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
+use super::common::semantic_eq;
 use super::workloads;
 use crate::field::{Cause, go_quote, invalid, not_supported, required};
+
+/// kube's `maxParallelismForIndexedJob` and `maxFailedIndexesForIndexedJob`.
+const INDEXED_LIMIT: i64 = 100_000;
+/// kube's `completionsSoftLimit`, and the limits past it with a backoff limit per index.
+const COMPLETIONS_SOFT_LIMIT: i64 = 100_000;
+const HIGH_COMPLETIONS_LIMIT: i64 = 10_000;
+
+/// kube's `validateJobSpec` of the Job spec at `prefix` (`spec`, or a CronJob's
+/// `spec.jobTemplate.spec`) in `object`, in kube's order: the counts and durations, the
+/// backoff limits per index, `managedBy`, `completionMode` and what an Indexed Job needs,
+/// `successPolicy`, `podReplacementPolicy`, then the pod template and its restart policy.
+pub(super) fn job_spec(object: &Value, prefix: &str, causes: &mut Vec<Cause>) {
+    let pointer = format!("/{}", prefix.replace('.', "/"));
+    let spec = object.pointer(&pointer).cloned().unwrap_or(Value::Null);
+    let field = |key: &str| spec.get(key).filter(|v| !v.is_null());
+    let number = |key: &str| field(key).and_then(Value::as_i64);
+    let at = |key: &str| format!("{prefix}.{key}");
+    for key in [
+        "parallelism",
+        "completions",
+        "activeDeadlineSeconds",
+        "backoffLimit",
+        "ttlSecondsAfterFinished",
+        "backoffLimitPerIndex",
+        "maxFailedIndexes",
+    ] {
+        if let Some(n) = number(key).filter(|n| *n < 0) {
+            causes.push(invalid(
+                &at(key),
+                &n.to_string(),
+                "must be greater than or equal to 0",
+            ));
+        }
+    }
+    let (parallelism, completions) = (number("parallelism"), number("completions"));
+    let (per_index, max_failed) = (field("backoffLimitPerIndex"), number("maxFailedIndexes"));
+    if field("maxFailedIndexes").is_some() && per_index.is_none() {
+        causes.push(required(
+            &at("backoffLimitPerIndex"),
+            "when maxFailedIndexes is specified",
+        ));
+    }
+    if let Some(managed_by) = field("managedBy") {
+        let managed_by = managed_by.as_str().unwrap_or_default();
+        super::networking::domain_prefixed_path(managed_by, &at("managedBy"), causes);
+        if managed_by.len() > 63 {
+            causes.push(crate::field::too_long(&at("managedBy"), 63));
+        }
+    }
+    let mode = field("completionMode").map(|m| m.as_str().unwrap_or_default());
+    if let Some(mode) = mode {
+        if !matches!(mode, "NonIndexed" | "Indexed") {
+            causes.push(not_supported(
+                &at("completionMode"),
+                &go_quote(mode),
+                &["NonIndexed", "Indexed"],
+            ));
+        }
+        if mode == "Indexed" {
+            if completions.is_none() {
+                causes.push(required(
+                    &at("completions"),
+                    "when completion mode is Indexed",
+                ));
+            }
+            if let Some(p) = parallelism.filter(|p| *p > INDEXED_LIMIT) {
+                causes.push(invalid(
+                    &at("parallelism"),
+                    &p.to_string(),
+                    "must be less than or equal to 100000 when completion mode is Indexed",
+                ));
+            }
+            if let (Some(c), Some(m)) = (completions, max_failed)
+                && m > c
+            {
+                causes.push(invalid(
+                    &at("maxFailedIndexes"),
+                    &m.to_string(),
+                    "must be less than or equal to completions",
+                ));
+            }
+            if let Some(m) = max_failed.filter(|m| *m > INDEXED_LIMIT) {
+                causes.push(invalid(
+                    &at("maxFailedIndexes"),
+                    &m.to_string(),
+                    "must be less than or equal to 100000",
+                ));
+            }
+            if completions.is_some_and(|c| c > COMPLETIONS_SOFT_LIMIT) && per_index.is_some() {
+                let high =
+                    "when completions are above 100000 and used with backoff limit per index";
+                if field("maxFailedIndexes").is_none() {
+                    causes.push(required(
+                        &at("maxFailedIndexes"),
+                        "must be specified when completions is above 100000",
+                    ));
+                }
+                if let Some(p) = parallelism.filter(|p| *p > HIGH_COMPLETIONS_LIMIT) {
+                    causes.push(invalid(
+                        &at("parallelism"),
+                        &p.to_string(),
+                        &format!("must be less than or equal to 10000 {high}"),
+                    ));
+                }
+                if let Some(m) = max_failed.filter(|m| *m > HIGH_COMPLETIONS_LIMIT) {
+                    causes.push(invalid(
+                        &at("maxFailedIndexes"),
+                        &m.to_string(),
+                        &format!("must be less than or equal to 10000 {high}"),
+                    ));
+                }
+            }
+        }
+    }
+    let indexed = mode == Some("Indexed");
+    if !indexed {
+        for key in ["backoffLimitPerIndex", "maxFailedIndexes"] {
+            if let Some(value) = field(key) {
+                causes.push(invalid(
+                    &at(key),
+                    &printed(Some(value)),
+                    "requires indexed completion mode",
+                ));
+            }
+        }
+    }
+    if let Some(policy) = field("successPolicy") {
+        if indexed {
+            success_policy(policy, completions, &at("successPolicy"), causes);
+        } else {
+            causes.push(invalid(
+                &at("successPolicy"),
+                &printed(Some(policy)),
+                "requires indexed completion mode",
+            ));
+        }
+    }
+    if let Some(replacement) = field("podReplacementPolicy") {
+        let replacement = replacement.as_str().unwrap_or_default();
+        let supported: &[&str] = if field("podFailurePolicy").is_some() {
+            &["Failed"]
+        } else {
+            &["Failed", "TerminatingOrFailed"]
+        };
+        if !supported.contains(&replacement) {
+            causes.push(not_supported(
+                &at("podReplacementPolicy"),
+                &go_quote(replacement),
+                supported,
+            ));
+        }
+    }
+    workloads::template(
+        object,
+        &at("template"),
+        &["OnFailure", "Never"],
+        false,
+        causes,
+    );
+    let restart = spec
+        .pointer("/template/spec/restartPolicy")
+        .and_then(Value::as_str);
+    if field("podFailurePolicy").is_some() && restart == Some("OnFailure") {
+        causes.push(invalid(
+            &at("template.spec.restartPolicy"),
+            "\"OnFailure\"",
+            "only \"Never\" is supported when podFailurePolicy is specified",
+        ));
+    }
+}
+
+/// `validateSuccessPolicy` of an Indexed Job's `successPolicy` at `at`.
+fn success_policy(policy: &Value, completions: Option<i64>, at: &str, causes: &mut Vec<Cause>) {
+    let rules = policy
+        .get("rules")
+        .and_then(Value::as_array)
+        .map_or(&[][..], Vec::as_slice);
+    if rules.is_empty() {
+        causes.push(required(
+            &format!("{at}.rules"),
+            "at least one rules must be specified when the successPolicy is specified",
+        ));
+    }
+    if rules.len() > 20 {
+        causes.push(crate::field::too_many(
+            &format!("{at}.rules"),
+            rules.len(),
+            20,
+        ));
+    }
+    // kube reads `completions` without a nil check (required above for an Indexed Job).
+    let completions = completions.unwrap_or(0);
+    for (i, rule) in rules.iter().enumerate() {
+        let rule_at = format!("{at}.rules[{i}]");
+        let indexes = rule.get("succeededIndexes").filter(|v| !v.is_null());
+        let count = rule.get("succeededCount").filter(|v| !v.is_null());
+        if indexes.is_none() && count.is_none() {
+            causes.push(required(
+                &rule_at,
+                "at least one of succeededCount or succeededIndexes must be specified",
+            ));
+        }
+        let mut total = 0;
+        if let Some(indexes) = indexes {
+            let indexes = indexes.as_str().unwrap_or_default();
+            let indexes_at = format!("{rule_at}.succeededIndexes");
+            if indexes.len() > 64 * 1024 {
+                causes.push(crate::field::too_long(&indexes_at, 64 * 1024));
+            }
+            match super::status::indexes_format(indexes, completions) {
+                Ok(n) => total = n,
+                Err(error) => causes.push(invalid(
+                    &indexes_at,
+                    &go_quote(indexes),
+                    &format!("error parsing succeededIndexes: {error}"),
+                )),
+            }
+        }
+        if let Some(count) = count.and_then(Value::as_i64) {
+            let count_at = format!("{rule_at}.succeededCount");
+            if count < 0 {
+                causes.push(invalid(
+                    &count_at,
+                    &count.to_string(),
+                    "must be greater than or equal to 0",
+                ));
+            }
+            if count > completions {
+                causes.push(invalid(
+                    &count_at,
+                    &count.to_string(),
+                    &format!(
+                        "must be less than or equal to {completions} (the number of specified completions)"
+                    ),
+                ));
+            }
+            if indexes.is_some() && count > total {
+                causes.push(invalid(
+                    &count_at,
+                    &count.to_string(),
+                    &format!(
+                        "must be less than or equal to {total} (the number of indexes in the specified succeededIndexes field)"
+                    ),
+                ));
+            }
+        }
+    }
+}
+
+/// kube's detail for a field an update may not change.
+const IMMUTABLE: &str = "field is immutable";
+
+/// `spec.<key>` of `object`, absent when `null`.
+fn spec_field<'a>(object: &'a Value, key: &str) -> Option<&'a Value> {
+    object
+        .get("spec")
+        .and_then(|spec| spec.get(key))
+        .filter(|v| !v.is_null())
+}
+
+/// Whether a pointer field changed as Go's `apiequality.Semantic.DeepEqual` tells: set or
+/// not, then its value.
+fn pointer_changed(now: Option<&Value>, before: Option<&Value>) -> bool {
+    now.is_some() != before.is_some() || !semantic_eq(now, before)
+}
+
+/// A pointer field's value as `field.Invalid` prints it: `null` when nil, else the value
+/// (a struct as its JSON).
+fn printed(value: Option<&Value>) -> String {
+    value.map_or_else(|| "null".to_owned(), super::common::go_value)
+}
+
+/// kube's `ValidateJobSpecUpdate` beyond the spec's own rules (which [`super::workloads`]
+/// checks first): what an update of the Job `old` into `object` may not change, in kube's
+/// order.
+pub(super) fn job_update(object: &Value, old: &Value, causes: &mut Vec<Cause>) {
+    completions_update(object, old, causes);
+    let (selector, old_selector) = (spec_field(object, "selector"), spec_field(old, "selector"));
+    if pointer_changed(selector, old_selector) {
+        causes.push(invalid(
+            "spec.selector",
+            &workloads::go_selector(selector),
+            IMMUTABLE,
+        ));
+    }
+    template_update(object, old, causes);
+    for key in [
+        "completionMode",
+        "podFailurePolicy",
+        "backoffLimitPerIndex",
+        "managedBy",
+        "successPolicy",
+    ] {
+        let (now, before) = (spec_field(object, key), spec_field(old, key));
+        if pointer_changed(now, before) {
+            causes.push(invalid(&format!("spec.{key}"), &printed(now), IMMUTABLE));
+        }
+    }
+}
+
+/// `validateCompletions` (`ElasticIndexedJob`, GA since 1.31): `completions` does not change
+/// but in an Indexed Job, where it changes with `parallelism` to the same value.
+fn completions_update(object: &Value, old: &Value, causes: &mut Vec<Cause>) {
+    let (now, before) = (
+        spec_field(object, "completions"),
+        spec_field(old, "completions"),
+    );
+    if !pointer_changed(now, before) {
+        return;
+    }
+    let indexed = spec_field(object, "completionMode").and_then(Value::as_str) == Some("Indexed");
+    if !indexed {
+        causes.push(invalid("spec.completions", &printed(now), IMMUTABLE));
+        return;
+    }
+    // An Indexed Job without completions is refused by the spec's own rules.
+    let Some(now) = now else { return };
+    if spec_field(object, "parallelism").is_none_or(|p| !semantic_eq(Some(p), Some(now))) {
+        causes.push(invalid(
+            "spec.completions",
+            &printed(Some(now)),
+            "can only be modified in tandem with spec.parallelism",
+        ));
+    }
+}
+
+/// `validatePodTemplateUpdate`: the pod template does not change, but for a Job suspended
+/// that never started (`AllowMutableSchedulingDirectives`: the stored Job's `suspend` is true
+/// and it has no `status.startTime`) its node affinity, node selector, tolerations,
+/// scheduling gates, labels and annotations may.
+fn template_update(object: &Value, old: &Value, causes: &mut Vec<Cause>) {
+    let template = spec_field(object, "template")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let mut before = spec_field(old, "template").cloned().unwrap_or(Value::Null);
+    let suspended = spec_field(old, "suspend").and_then(Value::as_bool) == Some(true);
+    let started = old
+        .pointer("/status/startTime")
+        .is_some_and(|t| !t.is_null());
+    if suspended && !started {
+        let mutable = |t: &Value, key: &str| t.get(key).filter(|v| !v.is_null()).cloned();
+        let spec_now = template.get("spec").cloned().unwrap_or(Value::Null);
+        let meta_now = template.get("metadata").cloned().unwrap_or(Value::Null);
+        let spec_before = object_at(&mut before, "spec");
+        let affinity_now = mutable(&spec_now, "affinity");
+        let affinity_before = mutable(&Value::Object(spec_before.clone()), "affinity");
+        match (affinity_now, affinity_before) {
+            (None, Some(mut affinity)) => {
+                // The affinity may be cleared if it had nothing but a node affinity.
+                if let Some(fields) = affinity.as_object_mut() {
+                    fields.remove("nodeAffinity");
+                }
+                let empty = affinity
+                    .as_object()
+                    .is_none_or(|f| f.values().all(Value::is_null));
+                if empty {
+                    spec_before.remove("affinity");
+                } else {
+                    spec_before.insert("affinity".to_owned(), affinity);
+                }
+            }
+            (Some(now), None) => {
+                let mut affinity = Map::new();
+                if let Some(node) = mutable(&now, "nodeAffinity") {
+                    affinity.insert("nodeAffinity".to_owned(), node);
+                }
+                spec_before.insert("affinity".to_owned(), Value::Object(affinity));
+            }
+            (Some(now), Some(mut affinity)) => {
+                if let Some(fields) = affinity.as_object_mut() {
+                    match mutable(&now, "nodeAffinity") {
+                        Some(node) => fields.insert("nodeAffinity".to_owned(), node),
+                        None => fields.remove("nodeAffinity"),
+                    };
+                }
+                spec_before.insert("affinity".to_owned(), affinity);
+            }
+            (None, None) => {}
+        }
+        for key in ["nodeSelector", "tolerations", "schedulingGates"] {
+            copy_field(&spec_now, spec_before, key);
+        }
+        let meta_before = object_at(&mut before, "metadata");
+        for key in ["annotations", "labels"] {
+            copy_field(&meta_now, meta_before, key);
+        }
+    }
+    if !semantic_eq(Some(&template), Some(&before)) {
+        causes.push(invalid(
+            "spec.template",
+            &super::common::go_value(&template),
+            IMMUTABLE,
+        ));
+    }
+}
+
+/// The map at `key` of `value` (made an object, and the map made, when either is not).
+fn object_at<'a>(value: &'a mut Value, key: &str) -> &'a mut Map<String, Value> {
+    if !value.is_object() {
+        *value = Value::Object(Map::new());
+    }
+    let Value::Object(fields) = value else {
+        unreachable!("made an object above")
+    };
+    let entry = fields
+        .entry(key)
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !entry.is_object() {
+        *entry = Value::Object(Map::new());
+    }
+    match entry {
+        Value::Object(inner) => inner,
+        _ => unreachable!("made an object above"),
+    }
+}
+
+/// `to.<key> = from.<key>` (removed when `from` has none).
+fn copy_field(from: &Value, to: &mut Map<String, Value>, key: &str) {
+    match from.get(key) {
+        Some(value) => to.insert(key.to_owned(), value.clone()),
+        None => to.remove(key),
+    };
+}
 
 /// The causes of the CronJob `object` (updating `old`).
 pub(super) fn cron_job(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
@@ -61,13 +518,7 @@ pub(super) fn cron_job(object: &Value, old: Option<&Value>, causes: &mut Vec<Cau
             &["Allow", "Forbid", "Replace"],
         )),
     }
-    workloads::template(
-        object,
-        "spec.jobTemplate.spec.template",
-        &["OnFailure", "Never"],
-        false,
-        causes,
-    );
+    job_spec(object, "spec.jobTemplate.spec", causes);
     if let Some(selector) = object
         .pointer("/spec/jobTemplate/spec/selector")
         .filter(|s| !s.is_null())
@@ -458,6 +909,221 @@ mod tests {
         ] {
             assert_eq!(parse_standard(bad), Err(message.to_owned()), "{bad}");
         }
+    }
+
+    /// A stored Job as the server keeps it (its generated selector and labels, its defaults).
+    fn stored_job(spec: Value) -> Value {
+        let mut job = json!({"metadata": {"name": "j", "uid": "u"}, "spec": {
+            "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": "u"}},
+            "template": {"metadata": {"labels": {"batch.kubernetes.io/controller-uid": "u",
+                "batch.kubernetes.io/job-name": "j"}},
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}});
+        for (key, value) in spec.as_object().unwrap() {
+            job["spec"][key] = value.clone();
+        }
+        let def = builtin_resources()
+            .into_iter()
+            .find(|d| d.group == "batch" && d.plural == "jobs")
+            .unwrap();
+        crate::defaults::apply_defaults(&def, &mut job);
+        job
+    }
+
+    /// The causes of updating `old` by `change`.
+    fn job_update(old: &Value, change: impl Fn(&mut Value)) -> Vec<String> {
+        let mut new = old.clone();
+        change(&mut new);
+        crate::kinds::refusal_causes("batch", "jobs", new, Some(old))
+    }
+
+    #[test]
+    fn job_updates_keep_kubes_immutable_fields() {
+        let old = stored_job(json!({"completions": 2}));
+        // A stored Job written before a default existed compares as if it had it.
+        let mut bare = old.clone();
+        bare["spec"]["template"]["spec"]["containers"][0]
+            .as_object_mut()
+            .unwrap()
+            .retain(|key, _| key == "name" || key == "image");
+        assert_eq!(
+            job_update(&bare, |j| j["spec"]["parallelism"] = json!(2)),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            job_update(&old, |j| j["spec"]["parallelism"] = json!(2)),
+            Vec::<String>::new()
+        );
+        let image = job_update(&old, |j| {
+            j["spec"]["template"]["spec"]["containers"][0]["image"] = json!("busybox:2");
+        });
+        assert_eq!(image.len(), 1, "{image:?}");
+        assert!(
+            image[0].starts_with("spec.template: Invalid value: {"),
+            "{image:?}"
+        );
+        assert!(image[0].ends_with("}: field is immutable"), "{image:?}");
+        assert_eq!(
+            job_update(&old, |j| j["spec"]["completions"] = json!(3)),
+            ["spec.completions: Invalid value: 3: field is immutable"]
+        );
+        assert_eq!(
+            job_update(&old, |j| {
+                j["spec"]["selector"]["matchExpressions"] =
+                    json!([{"key": "batch.kubernetes.io/job-name", "operator": "Exists"}]);
+            }),
+            [
+                "spec.selector: Invalid value: v1.LabelSelector{MatchLabels:map[string]string{\"batch.kubernetes.io/controller-uid\":\"u\"}, MatchExpressions:[]v1.LabelSelectorRequirement{v1.LabelSelectorRequirement{Key:\"batch.kubernetes.io/job-name\", Operator:\"Exists\", Values:[]string(nil)}}}: field is immutable"
+            ]
+        );
+        assert_eq!(
+            job_update(&old, |j| {
+                j["spec"]["managedBy"] = json!("example.com/queue");
+                j["spec"]["podFailurePolicy"] = json!({"rules": []});
+            }),
+            [
+                // The stored, defaulted replacement policy does not go with a failure policy.
+                "spec.podReplacementPolicy: Unsupported value: \"TerminatingOrFailed\": supported values: \"Failed\"",
+                "spec.podFailurePolicy: Invalid value: {\"rules\":[]}: field is immutable",
+                "spec.managedBy: Invalid value: \"example.com/queue\": field is immutable",
+            ]
+        );
+        // An Indexed Job's completions change with its parallelism (`ElasticIndexedJob`).
+        let indexed =
+            stored_job(json!({"completionMode": "Indexed", "completions": 2, "parallelism": 2}));
+        assert_eq!(
+            job_update(&indexed, |j| {
+                j["spec"]["completions"] = json!(4);
+                j["spec"]["parallelism"] = json!(4);
+            }),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            job_update(&indexed, |j| j["spec"]["completions"] = json!(4)),
+            [
+                "spec.completions: Invalid value: 4: can only be modified in tandem with spec.parallelism"
+            ]
+        );
+        assert_eq!(
+            job_update(&indexed, |j| j["spec"]["completionMode"] =
+                json!("NonIndexed")),
+            ["spec.completionMode: Invalid value: \"NonIndexed\": field is immutable"]
+        );
+    }
+
+    #[test]
+    fn a_suspended_job_that_never_started_changes_its_scheduling() {
+        let old = stored_job(json!({"suspend": true,
+            "template": {"metadata": {"labels": {"batch.kubernetes.io/controller-uid": "u"}},
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}],
+                    "affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                        {"weight": 1, "preference": {"matchExpressions": [{"key": "a", "operator": "Exists"}]}}]}}}}}));
+        let scheduling = |j: &mut Value| {
+            let template = &mut j["spec"]["template"];
+            template["metadata"]["labels"]["queue"] = json!("q");
+            template["metadata"]["annotations"] = json!({"note": "n"});
+            template["spec"]["nodeSelector"] = json!({"zone": "a"});
+            template["spec"]["tolerations"] = json!([{"key": "k", "operator": "Exists"}]);
+            template["spec"]["schedulingGates"] = json!([{"name": "g"}]);
+            template["spec"]["affinity"] = Value::Null;
+        };
+        assert_eq!(job_update(&old, scheduling), Vec::<String>::new());
+        // The rest of the template stays.
+        let image = job_update(&old, |j| {
+            scheduling(j);
+            j["spec"]["template"]["spec"]["containers"][0]["image"] = json!("busybox:2");
+        });
+        assert_eq!(image.len(), 1, "{image:?}");
+        assert!(image[0].starts_with("spec.template: "), "{image:?}");
+        // Once started, or not suspended, nothing of the template changes.
+        let mut started = old.clone();
+        started["status"] = json!({"startTime": "2026-01-01T00:00:00Z"});
+        let refused = job_update(&started, scheduling);
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert!(refused[0].ends_with(": field is immutable"), "{refused:?}");
+        let mut running = old.clone();
+        running["spec"]["suspend"] = json!(false);
+        assert_eq!(job_update(&running, scheduling).len(), 1);
+    }
+
+    #[test]
+    fn job_specs() {
+        let job = |spec: Value| {
+            let mut job = stored_job(json!({}));
+            for (key, value) in spec.as_object().unwrap() {
+                job["spec"][key] = value.clone();
+            }
+            crate::kinds::refusal_causes("batch", "jobs", job, None)
+        };
+        assert_eq!(
+            job(
+                json!({"activeDeadlineSeconds": -1, "ttlSecondsAfterFinished": -2,
+                "maxFailedIndexes": 1, "managedBy": "bad", "completionMode": "Bogus",
+                "podReplacementPolicy": "Sometimes", "successPolicy": {"rules": []},
+                "template": {"spec": {"restartPolicy": "Always",
+                    "containers": [{"name": "c", "image": "busybox"}]}}})
+            ),
+            [
+                "spec.activeDeadlineSeconds: Invalid value: -1: must be greater than or equal to 0",
+                "spec.ttlSecondsAfterFinished: Invalid value: -2: must be greater than or equal to 0",
+                "spec.backoffLimitPerIndex: Required value: when maxFailedIndexes is specified",
+                "spec.managedBy: Invalid value: \"bad\": must be a domain-prefixed path (such as \"acme.io/foo\")",
+                "spec.completionMode: Unsupported value: \"Bogus\": supported values: \"NonIndexed\", \"Indexed\"",
+                "spec.maxFailedIndexes: Invalid value: 1: requires indexed completion mode",
+                "spec.successPolicy: Invalid value: {\"rules\":[]}: requires indexed completion mode",
+                "spec.podReplacementPolicy: Unsupported value: \"Sometimes\": supported values: \"Failed\", \"TerminatingOrFailed\"",
+                "spec.template.spec.restartPolicy: Required value: valid values: \"OnFailure\", \"Never\"",
+            ]
+        );
+        assert_eq!(
+            job(
+                json!({"completionMode": "Indexed", "completions": 3, "parallelism": 3,
+                "backoffLimitPerIndex": 1, "maxFailedIndexes": 4, "successPolicy": {"rules": [
+                    {}, {"succeededIndexes": "0-1", "succeededCount": 3},
+                    {"succeededIndexes": "5"}]}})
+            ),
+            [
+                "spec.maxFailedIndexes: Invalid value: 4: must be less than or equal to completions",
+                "spec.successPolicy.rules[0]: Required value: at least one of succeededCount or succeededIndexes must be specified",
+                "spec.successPolicy.rules[1].succeededCount: Invalid value: 3: must be less than or equal to 2 (the number of indexes in the specified succeededIndexes field)",
+                "spec.successPolicy.rules[2].succeededIndexes: Invalid value: \"5\": error parsing succeededIndexes: too large index: \"5\"",
+            ]
+        );
+        assert_eq!(
+            job(
+                json!({"completionMode": "Indexed", "completions": 3, "parallelism": 3,
+                "backoffLimitPerIndex": 1, "maxFailedIndexes": 1, "managedBy": "example.com/q",
+                "successPolicy": {"rules": [{"succeededIndexes": "0-1", "succeededCount": 1}]}})
+            ),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn cron_jobs_job_templates_are_job_specs() {
+        let mut bad = cron_job("c", json!({"schedule": "@hourly"}));
+        let spec = &mut bad["spec"]["jobTemplate"]["spec"];
+        spec["parallelism"] = json!(-1);
+        spec["completions"] = json!(-2);
+        spec["backoffLimit"] = json!(-3);
+        spec["completionMode"] = json!("Indexed");
+        spec["completions"] = json!(-2);
+        assert_eq!(
+            messages(bad, None),
+            [
+                "spec.jobTemplate.spec.parallelism: Invalid value: -1: must be greater than or equal to 0",
+                "spec.jobTemplate.spec.completions: Invalid value: -2: must be greater than or equal to 0",
+                "spec.jobTemplate.spec.backoffLimit: Invalid value: -3: must be greater than or equal to 0",
+            ]
+        );
+        let mut always = cron_job("c", json!({"schedule": "@hourly"}));
+        always["spec"]["jobTemplate"]["spec"]["template"]["spec"]["restartPolicy"] =
+            json!("Always");
+        assert_eq!(
+            messages(always, None),
+            [
+                "spec.jobTemplate.spec.template.spec.restartPolicy: Required value: valid values: \"OnFailure\", \"Never\""
+            ]
+        );
     }
 
     #[test]

@@ -51,6 +51,58 @@ pub(super) fn items<'a>(object: &'a Value, path: &str) -> &'a [Value] {
         .map_or(&[], Vec::as_slice)
 }
 
+/// apimachinery's `equality.Semantic.DeepEqual` of two decoded fields, as far as their JSON
+/// tells: absent, `null` and Go's zero values (`""`, `0`, `false`, an empty list, map or
+/// struct) are alike, as a Go struct decoded from either holds the same; a resource quantity
+/// (a string under `requests`, `limits`, `capacity`, `allocatedResources` or `overhead`) is
+/// compared by its amount. (A pointer set to a zero value and one left nil differ in Go; here
+/// they are alike: callers that care compare presence too.)
+pub(super) fn semantic_eq(a: Option<&Value>, b: Option<&Value>) -> bool {
+    let (a, b) = (
+        a.and_then(|v| semantic(v, false)),
+        b.and_then(|v| semantic(v, false)),
+    );
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => crate::field::json_equal(&a, &b),
+        _ => false,
+    }
+}
+
+/// `value` with its zero values dropped (`None` when it is one) and quantities canonical.
+fn semantic(value: &Value, quantities: bool) -> Option<Value> {
+    match value {
+        Value::Null | Value::Bool(false) => None,
+        Value::Number(n) if n.as_f64() == Some(0.0) => None,
+        Value::String(s) if s.is_empty() => None,
+        Value::String(s) if quantities => Some(Value::String(
+            crate::quantity::canonical(s).unwrap_or_else(|| s.clone()),
+        )),
+        Value::Array(items) if items.is_empty() => None,
+        Value::Array(items) => Some(Value::Array(
+            items
+                .iter()
+                .map(|item| semantic(item, false).unwrap_or(Value::Null))
+                .collect(),
+        )),
+        Value::Object(fields) => {
+            let kept: Map<String, Value> = fields
+                .iter()
+                .filter_map(|(key, field)| {
+                    let quantities = quantities
+                        || matches!(
+                            key.as_str(),
+                            "requests" | "limits" | "capacity" | "allocatedResources" | "overhead"
+                        );
+                    semantic(field, quantities).map(|v| (key.clone(), v))
+                })
+                .collect();
+            (!kept.is_empty()).then_some(Value::Object(kept))
+        }
+        other => Some(other.clone()),
+    }
+}
+
 pub(super) fn fill(map: &mut Map<String, Value>, key: &str, value: Value) {
     if map.get(key).is_none_or(Value::is_null) {
         map.insert(key.to_owned(), value);

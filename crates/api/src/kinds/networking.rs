@@ -270,7 +270,7 @@ pub(super) fn ingress_class(object: &Value, old: Option<&Value>, causes: &mut Ve
 }
 
 /// apimachinery's `IsDomainPrefixedPath`.
-fn domain_prefixed_path(path: &str, at: &str, causes: &mut Vec<Cause>) {
+pub(super) fn domain_prefixed_path(path: &str, at: &str, causes: &mut Vec<Cause>) {
     if path.is_empty() {
         causes.push(required(at, ""));
         return;

@@ -771,7 +771,7 @@ fn pods_and_jobs_need_their_containers_and_restart_policies() {
         causes("batch", "jobs", &job, None),
         [
             "spec.parallelism: Invalid value: -1: must be greater than or equal to 0",
-            "spec.template.spec.restartPolicy: Unsupported value: \"Always\": supported values: \"OnFailure\", \"Never\"",
+            "spec.template.spec.restartPolicy: Required value: valid values: \"OnFailure\", \"Never\"",
         ]
     );
 }

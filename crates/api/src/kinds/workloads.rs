@@ -37,14 +37,16 @@
 //!     field). Differs from kube: the `deprecated since v1.30; use the "appArmorProfile"
 //!     field instead` warning kube gives a created Pod with such an annotation is not given
 //!     (templates get it).
-//!   - Workloads: `replicas`, `minReadySeconds`, a Job's `parallelism`, `completions` and
-//!     `backoffLimit` are not negative; a ReplicationController has a selector that is not
+//!   - Workloads: `replicas` and `minReadySeconds` are not negative (a Job's spec:
+//!     [`super::batch::job_spec`]); a ReplicationController has a selector that is not
 //!     empty and matches its template's labels, and no `activeDeadlineSeconds`
 //!     (`ValidateReplicationControllerSpec`); Deployments, ReplicaSets, StatefulSets and
 //!     DaemonSets have a selector that is not empty, matches their template's labels (`spec.template.
 //!     metadata.labels: Invalid value: map[string]string{"a":"c"}: `selector` does not match
-//!     template `labels``) and never changes (`field is immutable`, printed as Go's `%#v` of
-//!     the selector); their pods restart `Always`; a Job's `OnFailure` or `Never`.
+//!     template `labels``); a Deployment's, ReplicaSet's and DaemonSet's selector never changes
+//!     (`field is immutable`, printed as Go's `%#v` of the selector; a StatefulSet's is kept by
+//!     its update rule, [`super::apps`], a Job's by [`super::batch`]); their pods restart
+//!     `Always`; a Job's `OnFailure` or `Never`.
 //!   - Workloads' selectors are label selectors (`ValidateLabelSelector`: operators, values,
 //!     keys and values' syntax); a malformed one is also `spec.selector: Invalid value: ...:
 //!     invalid label selector`, and is not matched against the template's labels.
@@ -428,7 +430,9 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>, causes: 
                 kind == "StatefulSet",
                 causes,
             );
-            if let Some(old) = old {
+            // A StatefulSet's selector is one of the spec fields its update rule keeps
+            // ([`super::apps`]); kube's StatefulSet strategy has no check of its own for it.
+            if let Some(old) = old.filter(|_| kind != "StatefulSet") {
                 let (now, before) = (
                     object.pointer("/spec/selector"),
                     old.pointer("/spec/selector"),
@@ -442,18 +446,7 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>, causes: 
                 }
             }
         }
-        ("batch", "Job") => {
-            for field in ["parallelism", "completions", "backoffLimit"] {
-                nonnegative(object, field, causes);
-            }
-            template(
-                object,
-                "spec.template",
-                &["OnFailure", "Never"],
-                false,
-                causes,
-            );
-        }
+        ("batch", "Job") => super::batch::job_spec(object, "spec", causes),
         _ => {}
     }
 }
@@ -593,7 +586,13 @@ pub(super) fn template(
         .pointer("/spec/restartPolicy")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    if !restart.contains(&policy) {
+    if restart == ["OnFailure", "Never"] && matches!(policy, "" | "Always") {
+        // A Job's pods: `validateJobSpec` (a v1 pod spec defaults its policy to `Always`).
+        causes.push(required(
+            &format!("{path}.spec.restartPolicy"),
+            "valid values: \"OnFailure\", \"Never\"",
+        ));
+    } else if !restart.contains(&policy) {
         causes.push(not_supported(
             &format!("{path}.spec.restartPolicy"),
             &go_quote(policy),
