@@ -30,18 +30,7 @@ async fn patch_invalid(addr: std::net::SocketAddr, path: &str, patch: &Value) ->
 
 /// Merge-patches `path` with `patch`: 422 with `message`.
 async fn patch_refused(addr: std::net::SocketAddr, path: &str, patch: &Value, message: &str) {
-    let (status, body) = request(
-        addr,
-        "PATCH",
-        path,
-        "application/merge-patch+json",
-        &patch.to_string(),
-    )
-    .await;
-    assert_eq!(status, 422, "{path}: {body}");
-    let body: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(body["reason"], "Invalid", "{body}");
-    assert_eq!(body["message"], message, "{path}");
+    assert_eq!(patch_invalid(addr, path, patch).await, message, "{path}");
 }
 
 fn workload(kind: &str, name: &str, spec: Value) -> Value {
