@@ -1061,6 +1061,22 @@ fn node_defaults(object: &mut Value) {
     }
 }
 
+/// A stored object as kube-apiserver reads it for an update's validation: kube defaults what
+/// it decodes, so an object written before a default existed compares as if it had it. Only
+/// the kinds whose update rules compare whole specs with the stored one (StatefulSets' and
+/// Jobs', `kinds::apps`, `kinds::batch`) pay for the copy; others are handed over as stored.
+#[must_use]
+pub fn stored_as_read<'a>(def: &ResourceDef, old: &'a Value) -> std::borrow::Cow<'a, Value> {
+    match (def.group.as_str(), def.kind.as_str()) {
+        ("apps", "StatefulSet") | ("batch", "Job") => {
+            let mut old = old.clone();
+            apply_defaults(def, &mut old);
+            std::borrow::Cow::Owned(old)
+        }
+        _ => std::borrow::Cow::Borrowed(old),
+    }
+}
+
 /// Applies the defaults of `def`'s kind to `object` in place (built-in kinds only; custom
 /// resources are left as they are).
 pub fn apply_defaults(def: &ResourceDef, object: &mut Value) {

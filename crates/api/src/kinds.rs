@@ -242,7 +242,9 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>) -> Resul
 
 /// [`validate`] of a write through `subresource` (`""` for the main endpoint): the rules of
 /// some kinds depend on it (a CertificateSigningRequest's approval conditions and
-/// certificate, [`crate::certificates::validate`]).
+/// certificate, [`crate::certificates::validate`]). `old` is the stored object as kube reads
+/// it ([`crate::defaults::stored_as_read`]): StatefulSets' and Jobs' update rules compare
+/// whole specs with it.
 ///
 /// # Errors
 /// 422 Invalid, one cause per failure, in kube's wording.
@@ -268,11 +270,11 @@ pub fn validate_write(
         ("policy", "PodDisruptionBudget") => policy::validate(object, &mut causes),
         ("batch", "CronJob") => batch::cron_job(object, old, &mut causes),
         ("batch", "Job") => {
+            // After the template's rules ([`workloads::validate`]), as kube's order has it.
+            batch::job_spec(object, "spec", &mut causes);
             if let Some(old) = old {
-                // kube defaults the stored object as it decodes it (see `apps`).
-                let mut old = old.clone();
-                crate::defaults::apply_defaults(def, &mut old);
-                batch::job_update(object, &old, &mut causes);
+                // `old` as kube reads it: defaulted (`defaults::stored_as_read`).
+                batch::job_update(object, old, &mut causes);
             }
         }
         ("", "PersistentVolumeClaim") => storage::claim(object, old, &mut causes),
@@ -1810,7 +1812,9 @@ fn defaulted_refusal(
         .find(|d| d.group == group && d.plural == plural)
         .unwrap();
     crate::defaults::apply_defaults(&def, &mut object);
-    validate(&def, &object, old).err()
+    // The stored object as the server hands it over: as kube reads it.
+    let old = old.map(|old| crate::defaults::stored_as_read(&def, old));
+    validate(&def, &object, old.as_deref()).err()
 }
 
 mod access;

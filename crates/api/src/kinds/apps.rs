@@ -85,11 +85,9 @@ pub(super) fn after_shared(
         ("apps", "DaemonSet") => daemon_set(object, causes),
         ("apps", "StatefulSet") => {
             if let Some(old) = old {
-                // kube defaults the stored object as it decodes it: one written before a
-                // default was added compares as if it had it.
-                let mut old = old.clone();
-                crate::defaults::apply_defaults(def, &mut old);
-                stateful_set_update(object, &old, causes);
+                // `old` as kube reads it, defaulted (`defaults::stored_as_read`): one written
+                // before a default was added compares as if it had it.
+                stateful_set_update(object, old, causes);
             }
         }
         _ => {}

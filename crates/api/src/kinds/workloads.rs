@@ -446,7 +446,6 @@ pub fn validate(def: &ResourceDef, object: &Value, old: Option<&Value>, causes: 
                 }
             }
         }
-        ("batch", "Job") => super::batch::job_spec(object, "spec", causes),
         _ => {}
     }
 }

@@ -1517,7 +1517,8 @@ impl Writer<'_> {
                 &resource.def,
                 &self.subresource,
                 &object,
-                old,
+                old.map(|old| watchkeeper_api::defaults::stored_as_read(&resource.def, old))
+                    .as_deref(),
             )?,
         }
         if let Some(old) = old
