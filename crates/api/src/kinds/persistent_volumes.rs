@@ -336,20 +336,7 @@ fn volume_source(key: &str, source: &Value, causes: &mut Vec<Cause>) {
             pod_spec::volume_source(&Value::Object(volume), "spec", "", "", causes);
         }
         _ => {
-            if let Some((_, child, fields)) =
-                pod_spec::SIMPLE_SOURCES.iter().find(|(k, ..)| *k == key)
-            {
-                for field in *fields {
-                    let missing = match source.get(*field) {
-                        Some(Value::String(s)) => s.is_empty(),
-                        Some(Value::Array(a)) => a.is_empty(),
-                        _ => true,
-                    };
-                    if missing {
-                        causes.push(required(&format!("spec.{child}.{field}"), ""));
-                    }
-                }
-            }
+            pod_spec::simple_source_required(key, source, "spec", causes);
         }
     }
 }

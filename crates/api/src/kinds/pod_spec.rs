@@ -170,6 +170,24 @@ const VOLUME_SOURCES: &[(&str, &str)] = &[
     ("image", "image"),
 ];
 
+/// `Required value` for each field of [`SIMPLE_SOURCES`]' `key` source that `source` leaves
+/// empty, under `{at}.{child}` (a pod volume's path, or a PersistentVolume's `spec`).
+pub(super) fn simple_source_required(key: &str, source: &Value, at: &str, causes: &mut Vec<Cause>) {
+    let Some((_, child, fields)) = SIMPLE_SOURCES.iter().find(|(k, ..)| *k == key) else {
+        return;
+    };
+    for field in *fields {
+        let missing = match source.get(*field) {
+            Some(Value::String(s)) => s.is_empty(),
+            Some(Value::Array(a)) => a.is_empty(),
+            _ => true,
+        };
+        if missing {
+            causes.push(required(&format!("{at}.{child}.{field}"), ""));
+        }
+    }
+}
+
 /// The legacy in-tree sources whose validation is only required string or list fields:
 /// the JSON key, the path child kube validates under, and the required fields.
 pub(super) const SIMPLE_SOURCES: &[(&str, &str, &[&str])] = &[
@@ -823,18 +841,7 @@ pub(super) fn volume_source(
                 }
             }
             _ => {
-                if let Some((_, child, fields)) = SIMPLE_SOURCES.iter().find(|(k, ..)| k == key) {
-                    for field in *fields {
-                        let missing = match source.get(*field) {
-                            Some(Value::String(s)) => s.is_empty(),
-                            Some(Value::Array(a)) => a.is_empty(),
-                            _ => true,
-                        };
-                        if missing {
-                            causes.push(required(&format!("{at}.{child}.{field}"), ""));
-                        }
-                    }
-                }
+                simple_source_required(key, source, at, causes);
             }
         }
     }
