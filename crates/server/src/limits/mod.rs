@@ -928,12 +928,13 @@ pub fn check_path(path: &str) -> Result<(), ApiError> {
 /// Whether every `%` of `segment` starts an escape of two hex digits.
 fn escapes_are_whole(segment: &str) -> bool {
     let bytes = segment.as_bytes();
-    bytes.iter().enumerate().all(|(at, &byte)| {
-        byte != b'%'
-            || bytes
-                .get(at + 1..at + 3)
-                .is_some_and(|hex| hex.iter().all(u8::is_ascii_hexdigit))
-    })
+    (0..bytes.len()).all(|at| bytes[at] != b'%' || escaped_byte(bytes, at).is_some())
+}
+
+/// The byte the escape at `bytes[at]` (a `%`) stands for, `None` unless two hex digits follow.
+fn escaped_byte(bytes: &[u8], at: usize) -> Option<u8> {
+    let digit = |at: usize| char::from(*bytes.get(at)?).to_digit(16);
+    u8::try_from(digit(at + 1)? << 4 | digit(at + 2)?).ok()
 }
 
 /// Whether `byte` stands for itself in a canonical path segment: RFC 3986's `pchar` without
@@ -972,14 +973,7 @@ pub fn canonical_path(path: &str) -> Result<Option<String>, ApiError> {
     let mut at = 0;
     while let Some(&byte) = bytes.get(at) {
         let decoded = if byte == b'%' {
-            let hex = bytes.get(at + 1..at + 3).and_then(|hex| {
-                let hex = std::str::from_utf8(hex).ok()?;
-                if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-                    return None;
-                }
-                u8::from_str_radix(hex, 16).ok()
-            });
-            let Some(decoded) = hex else {
+            let Some(decoded) = escaped_byte(bytes, at) else {
                 return refuse("'%' must start an escape of two hex digits");
             };
             if decoded == b'/' {
@@ -1656,6 +1650,10 @@ mod tests {
             .unwrap();
         assert_eq!(check_path(&dots).unwrap_err().code, 400);
         assert!(check_path("/api/v1/namespaces/a%3Cb").is_ok());
+        // Alone, the segment check still refuses a broken escape.
+        for bad in ["/a/%zz", "/a/%4", "/a/b%"] {
+            assert_eq!(check_path(bad).unwrap_err().code, 400, "{bad}");
+        }
     }
 
     /// The one-pass segment check says what splitting says, for every text of up to seven
