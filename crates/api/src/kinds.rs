@@ -272,6 +272,7 @@ pub fn validate_write(
         ("batch", "Job") => {
             // After the template's rules ([`workloads::validate`]), as kube's order has it.
             batch::job_spec(object, "spec", &mut causes);
+            batch::indexed_hostnames(object, &mut causes);
             if let Some(old) = old {
                 // `old` as kube reads it: defaulted (`defaults::stored_as_read`).
                 batch::job_update(object, old, &mut causes);

@@ -19,9 +19,11 @@
 //!   environment variables that hide an earlier one; `hostIP` without `hostPort`, and
 //!   duplicate, overlapping or ambiguous container ports, and duplicate port names; a negative
 //!   `terminationGracePeriodSeconds`.
+//! - A created Pod's AppArmor annotations are warned about where kube's pod strategy warns
+//!   while it syncs them to fields (`applyAppArmorVersionSkew`):
+//!   [`crate::kinds::workloads::created_warnings`].
 //! - **Not done**: the warnings about an ephemeral volume's claim template spec (kube's
-//!   `GetWarningsForPersistentVolumeClaimSpec`), and the AppArmor version-skew warnings kube's
-//!   pod strategy gives pods (not templates).
+//!   `GetWarningsForPersistentVolumeClaimSpec`).
 
 use std::collections::{HashMap, HashSet};
 

@@ -11,7 +11,8 @@ use serde_json::json;
 
 use kubectl_support::Kubectl;
 
-/// Goal: a created pod answers kube's warnings, in kube's order, before PodSecurity's; a
+/// Goal: a created pod answers kube's warnings, in kube's order (its AppArmor annotation's
+/// first, given while the annotation is synced to a field), before PodSecurity's; a
 /// Deployment's template is warned about on create and on a spec change, not on a label change.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_and_templates_answer_kubes_warnings() {
@@ -26,7 +27,8 @@ async fn pods_and_templates_answer_kubes_warnings() {
     )
     .await;
     assert_eq!(status, 201, "{body}");
-    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p",
+            "annotations": {"container.apparmor.security.beta.kubernetes.io/c": "runtime/default"}},
         "spec": {"nodeSelector": {"beta.kubernetes.io/os": "linux"}, "hostPID": true,
             "containers": [{"name": "c", "image": "nginx",
                 "env": [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}],
@@ -43,6 +45,7 @@ async fn pods_and_templates_answer_kubes_warnings() {
     assert_eq!(
         warnings,
         [
+            r#"299 - "metadata.annotations[container.apparmor.security.beta.kubernetes.io/c]: deprecated since v1.30; use the \"appArmorProfile\" field instead""#,
             r#"299 - "spec.nodeSelector[beta.kubernetes.io/os]: deprecated since v1.14; use \"kubernetes.io/os\" instead""#,
             r#"299 - "spec.containers[0].env[1]: hides previous definition of \"A\", which may be dropped when using apply""#,
             r#"299 - "spec.containers[0].ports[1]: duplicate port definition with spec.containers[0].ports[0]""#,

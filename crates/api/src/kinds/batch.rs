@@ -43,9 +43,17 @@
 //!   `Required value: valid values: "OnFailure", "Never"`), `Never` with a `podFailurePolicy`.
 //! - A created CronJob's name has at most 52 characters (the controller appends 11 to name its
 //!   Jobs).
-//! - Not checked (kube checks them): a `podFailurePolicy`'s rules (`validatePodFailurePolicy`:
-//!   actions, exit codes, pod conditions), a Job's generated selector and labels
-//!   (`validateGeneratedSelector`) and an Indexed Job's name against its pods' hostnames.
+//! - A `podFailurePolicy`'s rules (`validatePodFailurePolicy`, after the per-index fields):
+//!   at most 20, each with an action of `Count`, `FailIndex` (only with
+//!   `backoffLimitPerIndex`), `FailJob` or `Ignore` and exactly one of `onExitCodes` (operator
+//!   `In` or `NotIn`, a container or init container of the template, 1 to 255 values in
+//!   ascending order without repeats, no `0` for `In`) and `onPodConditions` (at most 20, each
+//!   a qualified condition type and a status `True`, `False` or `Unknown`).
+//! - An Indexed Job's last pod hostname, `<name>-<completions - 1>`, is a DNS-1123 label
+//!   (`metadata.name: Invalid value: "...": will not able to create pod with invalid DNS label:
+//!   ...`), on create and update, after the spec's rules.
+//! - Not checked (kube checks them): a Job's generated selector and labels
+//!   (`validateGeneratedSelector`).
 //!
 //! Differs from kube: kube's cron library panics on a `TZ=` prefix without a space after it
 //! (kube answers a 500); this one leaves such a schedule to the `TZ` rule alone. A Job
@@ -185,6 +193,9 @@ pub(super) fn job_spec(object: &Value, prefix: &str, causes: &mut Vec<Cause>) {
             }
         }
     }
+    if let Some(policy) = field("podFailurePolicy") {
+        pod_failure_policy(&spec, policy, &at("podFailurePolicy"), causes);
+    }
     if let Some(policy) = field("successPolicy") {
         if indexed {
             success_policy(policy, completions, &at("successPolicy"), causes);
@@ -226,6 +237,197 @@ pub(super) fn job_spec(object: &Value, prefix: &str, causes: &mut Vec<Cause>) {
             &at("template.spec.restartPolicy"),
             "\"OnFailure\"",
             "only \"Never\" is supported when podFailurePolicy is specified",
+        ));
+    }
+}
+
+/// kube's `validatePodFailurePolicy` of the Job spec `spec`'s `podFailurePolicy` (`policy`,
+/// at `at`): at most 20 rules, each with a known action (`FailIndex` only with a backoff limit
+/// per index) and exactly one of `onExitCodes` (an operator, a container of the template, 1
+/// to 255 values in order, without repeats, no `0` for `In`) and `onPodConditions` (at most
+/// 20 patterns, each a qualified condition type and a status).
+fn pod_failure_policy(spec: &Value, policy: &Value, at: &str, causes: &mut Vec<Cause>) {
+    const ACTIONS: [&str; 4] = ["Count", "FailIndex", "FailJob", "Ignore"];
+    const OPERATORS: [&str; 2] = ["In", "NotIn"];
+    const STATUSES: [&str; 3] = ["False", "True", "Unknown"];
+    /// Go's `%q` of a string slice: `["In" "NotIn"]`.
+    fn quoted_list(values: &[&str]) -> String {
+        let quoted: Vec<String> = values.iter().map(|v| go_quote(v)).collect();
+        format!("valid values: [{}]", quoted.join(" "))
+    }
+    let list = |value: &Value, key: &str| -> Vec<Value> {
+        value
+            .get(key)
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let rules = list(policy, "rules");
+    if rules.len() > 20 {
+        causes.push(crate::field::too_many(
+            &format!("{at}.rules"),
+            rules.len(),
+            20,
+        ));
+    }
+    let template = spec.pointer("/template/spec").unwrap_or(&Value::Null);
+    let names: Vec<Value> = ["containers", "initContainers"]
+        .iter()
+        .flat_map(|key| list(template, key))
+        .filter_map(|c| c.get("name").cloned())
+        .collect();
+    let per_index = spec
+        .get("backoffLimitPerIndex")
+        .is_some_and(|v| !v.is_null());
+    for (i, rule) in rules.iter().enumerate() {
+        let rule_at = format!("{at}.rules[{i}]");
+        let action = rule
+            .get("action")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let action_at = format!("{rule_at}.action");
+        if action.is_empty() {
+            causes.push(required(&action_at, &quoted_list(&ACTIONS)));
+        } else if action == "FailIndex" {
+            if !per_index {
+                causes.push(invalid(
+                    &action_at,
+                    &go_quote(action),
+                    "requires the backoffLimitPerIndex to be set",
+                ));
+            }
+        } else if !ACTIONS.contains(&action) {
+            causes.push(not_supported(&action_at, &go_quote(action), &ACTIONS));
+        }
+        let on_exit = rule.get("onExitCodes").filter(|v| !v.is_null());
+        let patterns = list(rule, "onPodConditions");
+        if let Some(on_exit) = on_exit {
+            let exit_at = format!("{rule_at}.onExitCodes");
+            let operator = on_exit
+                .get("operator")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            if operator.is_empty() {
+                causes.push(required(
+                    &format!("{exit_at}.operator"),
+                    &quoted_list(&OPERATORS),
+                ));
+            } else if !OPERATORS.contains(&operator) {
+                causes.push(not_supported(
+                    &format!("{exit_at}.operator"),
+                    &go_quote(operator),
+                    &OPERATORS,
+                ));
+            }
+            if let Some(container) = on_exit.get("containerName").filter(|v| !v.is_null())
+                && !names.contains(container)
+            {
+                causes.push(invalid(
+                    &format!("{exit_at}.containerName"),
+                    &go_quote(container.as_str().unwrap_or_default()),
+                    "must be one of the container or initContainer names in the pod template",
+                ));
+            }
+            let values: Vec<i64> = list(on_exit, "values")
+                .iter()
+                .filter_map(Value::as_i64)
+                .collect();
+            // Go's `%#v` of the `[]int32`.
+            let printed = format!(
+                "[]int32{{{}}}",
+                values
+                    .iter()
+                    .map(i64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            let values_at = format!("{exit_at}.values");
+            if values.is_empty() {
+                causes.push(invalid(
+                    &values_at,
+                    &printed,
+                    "at least one value is required",
+                ));
+            } else if values.len() > 255 {
+                causes.push(crate::field::too_many(&values_at, values.len(), 255));
+            }
+            for (j, value) in values.iter().enumerate() {
+                let value_at = format!("{values_at}[{j}]");
+                if operator == "In" && *value == 0 {
+                    causes.push(invalid(&value_at, "0", "must not be 0 for the In operator"));
+                }
+                if values[..j].contains(value) {
+                    causes.push(crate::field::duplicate(&value_at, &value.to_string()));
+                }
+            }
+            if values.windows(2).any(|pair| pair[0] > pair[1]) {
+                causes.push(invalid(&values_at, &printed, "must be ordered"));
+            }
+        }
+        if !patterns.is_empty() {
+            let patterns_at = format!("{rule_at}.onPodConditions");
+            if patterns.len() > 20 {
+                causes.push(crate::field::too_many(&patterns_at, patterns.len(), 20));
+            }
+            for (j, pattern) in patterns.iter().enumerate() {
+                let kind = pattern
+                    .get("type")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                if let Err(message) = crate::names::validate_qualified_name(kind) {
+                    causes.push(invalid(
+                        &format!("{patterns_at}[{j}].type"),
+                        &go_quote(kind),
+                        &message,
+                    ));
+                }
+                let status = pattern
+                    .get("status")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let status_at = format!("{patterns_at}[{j}].status");
+                if status.is_empty() {
+                    causes.push(required(&status_at, &quoted_list(&STATUSES)));
+                } else if !STATUSES.contains(&status) {
+                    causes.push(not_supported(&status_at, &go_quote(status), &STATUSES));
+                }
+            }
+        }
+        match (on_exit.is_some(), patterns.is_empty()) {
+            (true, false) => causes.push(crate::field::invalid_omitted(
+                &rule_at,
+                "specifying both OnExitCodes and OnPodConditions is not supported",
+            )),
+            (false, true) => causes.push(crate::field::invalid_omitted(
+                &rule_at,
+                "specifying one of OnExitCodes and OnPodConditions is required",
+            )),
+            _ => {}
+        }
+    }
+}
+
+/// kube's check in `ValidateJob` that an Indexed Job's last pod hostname
+/// (`<name>-<completions - 1>`) is a DNS-1123 label.
+pub(super) fn indexed_hostnames(object: &Value, causes: &mut Vec<Cause>) {
+    let spec = object.get("spec").unwrap_or(&Value::Null);
+    let completions = spec.get("completions").and_then(Value::as_i64);
+    if spec.get("completionMode").and_then(Value::as_str) != Some("Indexed") {
+        return;
+    }
+    let Some(completions) = completions.filter(|c| *c > 0) else {
+        return;
+    };
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let hostname = format!("{name}-{}", completions - 1);
+    if crate::names::validate_dns1123_label(&hostname).is_err() {
+        causes.push(invalid(
+            "metadata.name",
+            &go_quote(name),
+            &format!("will not able to create pod with invalid DNS label: {hostname}"),
         ));
     }
 }
@@ -1095,6 +1297,103 @@ mod tests {
                 "successPolicy": {"rules": [{"succeededIndexes": "0-1", "succeededCount": 1}]}})
             ),
             Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn pod_failure_policies_follow_kubes_rules() {
+        let job = |policy: Value, per_index: bool| {
+            let mut job = stored_job(json!({}));
+            job["spec"]["template"]["spec"]["restartPolicy"] = json!("Never");
+            job["spec"]["template"]["spec"]["initContainers"] =
+                json!([{"name": "init", "image": "busybox"}]);
+            job["spec"]["podFailurePolicy"] = policy;
+            // Defaulted again (to `Failed`, with a pod failure policy).
+            job["spec"]
+                .as_object_mut()
+                .unwrap()
+                .remove("podReplacementPolicy");
+            if per_index {
+                job["spec"]["completionMode"] = json!("Indexed");
+                job["spec"]["completions"] = json!(2);
+                job["spec"]["backoffLimitPerIndex"] = json!(1);
+            }
+            crate::kinds::refusal_causes("batch", "jobs", job, None)
+        };
+        assert_eq!(
+            job(
+                json!({"rules": [
+                    {"action": "FailIndex", "onExitCodes": {"operator": "In", "values": [0, 3, 3, 1]}},
+                    {"onExitCodes": {"operator": "Maybe", "containerName": "other", "values": []}},
+                    {"action": "Retry", "onPodConditions": [{"type": "bad type"}, {"type": "DisruptionTarget", "status": "Maybe"}]},
+                    {"action": "Ignore", "onExitCodes": {"values": [1]}, "onPodConditions": [{"type": "Ready", "status": "True"}]},
+                    {"action": "Count"},
+                ]}),
+                false
+            ),
+            [
+                "spec.podFailurePolicy.rules[0].action: Invalid value: \"FailIndex\": requires the backoffLimitPerIndex to be set",
+                "spec.podFailurePolicy.rules[0].onExitCodes.values[0]: Invalid value: 0: must not be 0 for the In operator",
+                "spec.podFailurePolicy.rules[0].onExitCodes.values[2]: Duplicate value: 3",
+                "spec.podFailurePolicy.rules[0].onExitCodes.values: Invalid value: []int32{0, 3, 3, 1}: must be ordered",
+                "spec.podFailurePolicy.rules[1].action: Required value: valid values: [\"Count\" \"FailIndex\" \"FailJob\" \"Ignore\"]",
+                "spec.podFailurePolicy.rules[1].onExitCodes.operator: Unsupported value: \"Maybe\": supported values: \"In\", \"NotIn\"",
+                "spec.podFailurePolicy.rules[1].onExitCodes.containerName: Invalid value: \"other\": must be one of the container or initContainer names in the pod template",
+                "spec.podFailurePolicy.rules[1].onExitCodes.values: Invalid value: []int32{}: at least one value is required",
+                "spec.podFailurePolicy.rules[2].action: Unsupported value: \"Retry\": supported values: \"Count\", \"FailIndex\", \"FailJob\", \"Ignore\"",
+                "spec.podFailurePolicy.rules[2].onPodConditions[0].type: Invalid value: \"bad type\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+                "spec.podFailurePolicy.rules[2].onPodConditions[1].status: Unsupported value: \"Maybe\": supported values: \"False\", \"True\", \"Unknown\"",
+                "spec.podFailurePolicy.rules[3].onExitCodes.operator: Required value: valid values: [\"In\" \"NotIn\"]",
+                "spec.podFailurePolicy.rules[3]: Invalid value: specifying both OnExitCodes and OnPodConditions is not supported",
+                "spec.podFailurePolicy.rules[4]: Invalid value: specifying one of OnExitCodes and OnPodConditions is required",
+            ]
+        );
+        let many: Vec<Value> = (0..21)
+            .map(|_| json!({"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}))
+            .collect();
+        assert_eq!(
+            job(json!({"rules": many}), false),
+            ["spec.podFailurePolicy.rules: Too many: 21: must have at most 20 items"]
+        );
+        // The documentation's examples: a container named in the template, an init
+        // container, and `FailIndex` with a backoff limit per index.
+        assert_eq!(
+            job(
+                json!({"rules": [
+                    {"action": "FailJob", "onExitCodes": {"containerName": "c", "operator": "In", "values": [42]}},
+                    {"action": "FailIndex", "onExitCodes": {"containerName": "init", "operator": "NotIn", "values": [0, 1, 2]}},
+                    {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+                ]}),
+                true
+            ),
+            // The last pattern's status is defaulted (`True`), as kube's v1 defaults do.
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn an_indexed_job_s_pods_need_label_hostnames() {
+        let job = |name: &str, completions: i64| {
+            let mut job = stored_job(json!({}));
+            job["metadata"]["name"] = json!(name);
+            job["spec"]["completionMode"] = json!("Indexed");
+            job["spec"]["completions"] = json!(completions);
+            job["spec"]["parallelism"] = json!(1);
+            crate::kinds::refusal_causes("batch", "jobs", job, None)
+        };
+        let long = "a".repeat(61);
+        assert_eq!(job(&long, 10), Vec::<String>::new());
+        assert_eq!(
+            job(&long, 11),
+            [format!(
+                "metadata.name: Invalid value: \"{long}\": will not able to create pod with invalid DNS label: {long}-10"
+            )]
+        );
+        assert_eq!(
+            job("a.b", 1),
+            [
+                "metadata.name: Invalid value: \"a.b\": will not able to create pod with invalid DNS label: a.b-0"
+            ]
         );
     }
 

@@ -948,6 +948,12 @@ fn created_pods_sync_app_armor_annotations_and_fields() {
     let mut annotated = pod(json!({"containers": [{"name": "hello", "image": "busybox:1.28"}]}));
     annotated["metadata"]["annotations"] =
         json!({KEY: "localhost/k8s-apparmor-example-deny-write"});
+    assert_eq!(
+        super::workloads::created_warnings(&def("", "pods"), &annotated),
+        [format!(
+            r#"metadata.annotations[{KEY}]: deprecated since v1.30; use the "appArmorProfile" field instead"#
+        )]
+    );
     super::workloads::prepare_created(&def("", "pods"), &mut annotated);
     assert_eq!(
         annotated["spec"]["containers"][0]["securityContext"]["appArmorProfile"],
@@ -982,12 +988,21 @@ fn created_pods_sync_app_armor_annotations_and_fields() {
     same["metadata"]["annotations"] = json!({KEY: "runtime/default",
         "container.apparmor.security.beta.kubernetes.io/b": "localhost/ padded"});
     let before = same.clone();
+    // Warned of the invalid one only (kube: an annotation naming the pod's profile is not).
+    assert_eq!(
+        super::workloads::created_warnings(&def("", "pods"), &same),
+        [
+            r#"metadata.annotations[container.apparmor.security.beta.kubernetes.io/b]: deprecated since v1.30; use the "appArmorProfile" field instead"#
+        ]
+    );
     super::workloads::prepare_created(&def("", "pods"), &mut same);
     assert_eq!(same, before);
     let mut windows = pod(json!({"os": {"name": "windows"},
         "securityContext": {"appArmorProfile": {"type": "RuntimeDefault"}},
         "containers": [{"name": "hello", "image": "x"}]}));
     let before = windows.clone();
+    assert!(super::workloads::created_warnings(&def("", "pods"), &windows).is_empty());
+    assert!(super::workloads::created_warnings(&def("", "pods"), &fielded).is_empty());
     super::workloads::prepare_created(&def("", "pods"), &mut windows);
     assert_eq!(windows, before);
 }

@@ -127,20 +127,32 @@ pub fn prepare_created(def: &ResourceDef, object: &mut Value) {
         .or_insert_with(|| Value::String(uid));
 }
 
-/// kube's `applyAppArmorVersionSkew` on a created Pod (not a Windows one): for each container
-/// (init, regular, ephemeral), without its annotation
+/// What kube's `applyAppArmorVersionSkew` does to a created Pod (not a Windows one): for each
+/// container (init, regular, ephemeral), without its annotation
 /// `container.apparmor.security.beta.kubernetes.io/<name>`, the annotation is written from the
 /// container's `appArmorProfile`, else the pod's (`unconfined`, `runtime/default`,
 /// `localhost/<profile>`); with the annotation but no container profile, the container gets
-/// the profile the annotation names, when that profile is valid and differs from the pod's.
-/// A template's are left as they are.
-fn app_armor_version_skew(pod: &mut Value) {
+/// the profile the annotation names, when that profile is valid and differs from the pod's,
+/// and the create is warned that the annotation is deprecated unless it names the pod's
+/// profile. A template's are left as they are.
+#[derive(Default)]
+struct AppArmorSkew {
+    /// Annotations to add: key, value.
+    annotations: Vec<(String, String)>,
+    /// Container profiles to set: the list, the container's index, the profile.
+    fields: Vec<(&'static str, usize, Value)>,
+    /// kube's warnings, in container order.
+    warnings: Vec<String>,
+}
+
+fn app_armor_skew(pod: &Value) -> AppArmorSkew {
     use crate::pod_security::APPARMOR_ANNOTATION_PREFIX;
+    let mut skew = AppArmorSkew::default();
     let Some(spec) = pod.get("spec").filter(|spec| spec.is_object()) else {
-        return;
+        return skew;
     };
     if spec.pointer("/os/name").and_then(Value::as_str) == Some("windows") {
-        return;
+        return skew;
     }
     let profile_of = |holder: &Value| {
         holder
@@ -151,11 +163,7 @@ fn app_armor_version_skew(pod: &mut Value) {
     let pod_profile = profile_of(spec);
     let annotations = pod
         .pointer("/metadata/annotations")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
-    let mut new_annotations = Vec::new();
-    let mut new_fields = Vec::new();
+        .and_then(Value::as_object);
     for list in ["initContainers", "containers", "ephemeralContainers"] {
         for (index, container) in spec
             .get(list)
@@ -167,7 +175,7 @@ fn app_armor_version_skew(pod: &mut Value) {
             let name = container.get("name").and_then(Value::as_str).unwrap_or("");
             let key = format!("{APPARMOR_ANNOTATION_PREFIX}{name}");
             let container_profile = profile_of(container);
-            match annotations.get(&key) {
+            match annotations.and_then(|a| a.get(&key)) {
                 None => {
                     let value = container_profile
                         .as_ref()
@@ -175,7 +183,7 @@ fn app_armor_version_skew(pod: &mut Value) {
                         .map(app_armor_annotation_for_field)
                         .unwrap_or_default();
                     if !value.is_empty() {
-                        new_annotations.push((key, value));
+                        skew.annotations.push((key, value));
                     }
                 }
                 Some(annotation) if container_profile.is_none() => {
@@ -187,16 +195,32 @@ fn app_armor_version_skew(pod: &mut Value) {
                             pod_spec::app_armor_profile(field, "", &mut causes);
                             causes.is_empty()
                         });
-                    if let Some(field) = field
-                        && !same_app_armor_profile(&field, pod_profile.as_ref())
-                    {
-                        new_fields.push((list, index, field));
+                    let same = field
+                        .as_ref()
+                        .is_some_and(|field| same_app_armor_profile(field, pod_profile.as_ref()));
+                    if !same {
+                        skew.warnings.push(format!(
+                            r#"metadata.annotations[{key}]: deprecated since v1.30; use the "appArmorProfile" field instead"#
+                        ));
+                        if let Some(field) = field {
+                            skew.fields.push((list, index, field));
+                        }
                     }
                 }
                 Some(_) => {}
             }
         }
     }
+    skew
+}
+
+/// Applies [`app_armor_skew`] to a created Pod.
+fn app_armor_version_skew(pod: &mut Value) {
+    let AppArmorSkew {
+        annotations: new_annotations,
+        fields: new_fields,
+        ..
+    } = app_armor_skew(pod);
     if !new_annotations.is_empty()
         && let Some(meta) = pod.get_mut("metadata").and_then(Value::as_object_mut)
     {
@@ -213,6 +237,18 @@ fn app_armor_version_skew(pod: &mut Value) {
         {
             map_at(container, "securityContext").insert("appArmorProfile".to_owned(), field);
         }
+    }
+}
+
+/// The warnings kube's create strategy gives while it prepares a new object of `def`'s kind
+/// (`object` as the client sent it): a Pod's deprecated AppArmor annotations that
+/// [`prepare_created`] turns into profile fields, or that name no valid profile.
+#[must_use]
+pub fn created_warnings(def: &ResourceDef, object: &Value) -> Vec<String> {
+    if (def.group.as_str(), def.kind.as_str()) == ("", "Pod") {
+        app_armor_skew(object).warnings
+    } else {
+        Vec::new()
     }
 }
 

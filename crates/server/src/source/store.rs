@@ -1266,6 +1266,7 @@ impl Writer<'_> {
             .and_then(|rv| rv.parse::<u64>().ok())
             .is_some_and(|rv| rv != 0);
         let context = self.create_context(resource, namespace, &name).await?;
+        self.created_warnings(resource, &body);
         let object = prepare_create(&resource.def, body, &context)?;
         let object = self.admit_created(resource, namespace, object).await?;
         if versioned && !self.dry_run {
@@ -2024,6 +2025,14 @@ impl Writer<'_> {
             .map_err(|message| forbidden_object(resource, object, message))?;
         }
         Ok(())
+    }
+
+    /// The warnings of kube's create strategies while they prepare the object (a Pod's
+    /// deprecated AppArmor annotations: [`watchkeeper_api::kinds::workloads::created_warnings`]).
+    fn created_warnings(&self, resource: &Resource, object: &Value) {
+        for warning in watchkeeper_api::kinds::workloads::created_warnings(&resource.def, object) {
+            self.warn(warning);
+        }
     }
 
     /// kube's pod and pod template warnings (its strategies' `WarningsOnCreate` and
@@ -3025,6 +3034,7 @@ impl Writer<'_> {
             }
             let namespace = def.namespaced.then_some(namespace);
             let context = self.create_context(resource, namespace, name).await?;
+            self.created_warnings(resource, &merged);
             let object = prepare_create(def, merged, &context)?;
             let object = self.admit_created(resource, namespace, object).await?;
             match self.store_new(resource, namespace, object, &managers).await {
