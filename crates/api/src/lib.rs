@@ -102,7 +102,9 @@ pub use meta::{
     CreateContext, check_body_media_type, prepare_create, prepare_update, prepare_update_decoded,
     validate_name,
 };
-pub use names::{validate_dns1123_label, validate_dns1123_subdomain};
+pub use names::{
+    escape_path_segment, plain_in_path_segment, validate_dns1123_label, validate_dns1123_subdomain,
+};
 pub use openapi::{CustomSchemas, openapi_v3_group_version, openapi_v3_root};
 pub use order::{object_body, status_body};
 pub use patch::{

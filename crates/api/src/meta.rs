@@ -56,23 +56,15 @@ pub fn validate_name(def: &ResourceDef, name: &str) -> Result<(), String> {
     }
 }
 
-/// apimachinery's `path.ValidatePathSegmentName`: its first message. Unlike kube, a character
-/// that a client must percent-escape in a URL path (Go's `url.PathEscape` set: anything but
-/// letters, digits and `-._~$&+,:;=@`) is refused too, as `may not contain '<'`: this server's
-/// request paths carry no escapes (`limits::check_path`: a segment has one spelling), so such
-/// a name could be created but never read, changed or deleted by name.
+/// apimachinery's `path.ValidatePathSegmentName`: its first message. A name a client must
+/// percent-escape in a URL path (`a b`, `é`) is accepted, as kube accepts it: request paths
+/// are read decoded (the server's `limits::decoded_path`).
 fn path_segment(name: &str) -> Result<(), String> {
-    if let Some(message) = crate::names::path_segment_problems(name, false)
+    match crate::names::path_segment_problems(name, false)
         .into_iter()
         .next()
     {
-        return Err(message);
-    }
-    match name
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || "-._~$&+,:;=@".contains(*c)))
-    {
-        Some(c) => Err(format!("may not contain '{c}'")),
+        Some(message) => Err(message),
         None => Ok(()),
     }
 }
@@ -666,15 +658,9 @@ mod tests {
             validate_name(&csr, "a%b").unwrap_err(),
             "may not contain '%'"
         );
-        // What a URL must escape is refused (this server's paths carry no escapes).
-        assert_eq!(
-            validate_name(&csr, "a<b").unwrap_err(),
-            "may not contain '<'"
-        );
-        assert_eq!(
-            validate_name(&csr, "caf\u{e9}").unwrap_err(),
-            "may not contain '\u{e9}'"
-        );
+        // What a URL must escape is a name too (request paths are read decoded).
+        assert!(validate_name(&csr, "a<b c").is_ok());
+        assert!(validate_name(&csr, "caf\u{e9}").is_ok());
         let widgets = ResourceDef::named("example.com", "v1", "widgets", "Widget", true);
         assert!(!widgets.is_builtin());
         assert!(validate_name(&widgets, "My:Widget_1").is_ok());

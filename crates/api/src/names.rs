@@ -299,3 +299,30 @@ pub(crate) fn config_key(path: impl FnOnce() -> String, key: &str, causes: &mut 
         causes.push(invalid(&path, &quoted, message));
     }
 }
+
+/// Whether `byte` stands for itself in a URL path segment: RFC 3986's `pchar` without `%`
+/// (unreserved characters, sub-delimiters, `:` and `@`). Escaping one of these changes nothing
+/// (RFC 3986 §6.2.2.2).
+#[must_use]
+pub fn plain_in_path_segment(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@".contains(&byte)
+}
+
+/// `segment` (a name) as a URL path segment: every byte that does not stand for itself
+/// ([`plain_in_path_segment`]) escaped in upper-case hex (`a b` → `a%20b`), the spelling the
+/// server's own request paths have.
+#[must_use]
+pub fn escape_path_segment(segment: &str) -> std::borrow::Cow<'_, str> {
+    if segment.bytes().all(plain_in_path_segment) {
+        return std::borrow::Cow::Borrowed(segment);
+    }
+    let mut escaped = String::with_capacity(segment.len() + 8);
+    for byte in segment.bytes() {
+        if plain_in_path_segment(byte) {
+            escaped.push(char::from(byte));
+        } else {
+            escaped.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    std::borrow::Cow::Owned(escaped)
+}

@@ -409,6 +409,30 @@ async fn auth_and_tokens() {
             .contains("serviceaccounts \"nobody\" not found"),
         "{missing:?}"
     );
+    // A ClusterRole named with what a URL must escape (kube's RBAC names are any path
+    // segment): kubectl escapes it its own way (Go's `url.PathEscape`) and finds it.
+    let name = "reader of caf\u{e9}";
+    k.ok(&[
+        "create",
+        "clusterrole",
+        name,
+        "--verb=get",
+        "--resource=pods",
+    ])
+    .await;
+    let got = k
+        .ok(&[
+            "get",
+            "clusterrole",
+            name,
+            "-o",
+            "jsonpath={.metadata.name}",
+        ])
+        .await;
+    assert_eq!(got.trim(), name);
+    k.ok(&["label", "clusterrole", name, "team=a"]).await;
+    let out = k.ok(&["delete", "clusterrole", name]).await;
+    assert!(out.contains("deleted"), "{out}");
 }
 
 /// `kubectl events` (`--for`, `--types`, `-w`) reads core events; `get` of

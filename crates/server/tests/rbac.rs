@@ -151,6 +151,85 @@ async fn a_binding_applies_to_the_next_request() {
     server.shutdown().await;
 }
 
+/// A role whose name a URL must escape (`a b`, `é`: kube's `ValidateRBACName` takes any path
+/// segment) is created, read, authorized by its decoded name (`resourceNames`), patched and
+/// deleted at its escaped path, as kube-apiserver serves it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_a_url_must_escape_are_read_decoded() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = rbac_server(dir.path()).await;
+    const NAME: &str = "reader of caf\u{e9} <x>";
+    const ESCAPED: &str = "reader%20of%20caf%C3%A9%20%3Cx%3E";
+    let cluster_roles = "/apis/rbac.authorization.k8s.io/v1/clusterroles";
+    let named = json!({"apiVersion": RBAC, "kind": "ClusterRole", "metadata": {"name": NAME},
+        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]});
+    let (status, body) = call(&server, "admin", "POST", cluster_roles, &named).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["metadata"]["name"], NAME);
+    // alice may read that one role by name, nothing else.
+    let getter = json!({"apiVersion": RBAC, "kind": "ClusterRole",
+        "metadata": {"name": "get-one-role"},
+        "rules": [{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
+            "resourceNames": [NAME], "verbs": ["get"]}]});
+    assert_eq!(
+        call(&server, "admin", "POST", cluster_roles, &getter)
+            .await
+            .0,
+        201
+    );
+    let binding = json!({"apiVersion": RBAC, "kind": "ClusterRoleBinding",
+        "metadata": {"name": "alice-gets-one-role"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+            "name": "get-one-role"},
+        "subjects": user("alice")});
+    let bindings = "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings";
+    assert_eq!(
+        call(&server, "admin", "POST", bindings, &binding).await.0,
+        201
+    );
+    let path = format!("{cluster_roles}/{ESCAPED}");
+    let (status, body) = call(&server, "alice", "GET", &path, &Value::Null).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["metadata"]["name"], NAME);
+    // The same name in lower-case hex is the same object.
+    let lower = path.replace("%C3%A9", "%c3%a9").replace("%3C", "%3c");
+    let (status, body) = call(&server, "alice", "GET", &lower, &Value::Null).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = call(
+        &server,
+        "alice",
+        "GET",
+        &format!("{cluster_roles}/get-one-role"),
+        &Value::Null,
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    let patch = json!({"metadata": {"labels": {"patched": "yes"}}});
+    let (status, text) = request_with_headers(
+        server.addr,
+        "PATCH",
+        &path,
+        &[
+            ("Authorization", "Bearer admin-token"),
+            ("Content-Type", "application/merge-patch+json"),
+        ],
+        &patch.to_string(),
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    let (_, body) = call(&server, "admin", "GET", &path, &Value::Null).await;
+    assert_eq!(body["metadata"]["labels"]["patched"], "yes", "{body}");
+    let (status, body) = call(&server, "admin", "DELETE", &path, &Value::Null).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = call(&server, "admin", "GET", &path, &Value::Null).await;
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(
+        body["message"],
+        format!("clusterroles.rbac.authorization.k8s.io \"{NAME}\" not found")
+    );
+    server.shutdown().await;
+}
+
 /// A user who may write roles and bindings but holds few permissions cannot grant more than
 /// it holds (kube's message), can grant what it holds, and can bind a role it may `bind`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

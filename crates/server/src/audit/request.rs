@@ -60,7 +60,8 @@ impl Info {
                 .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
                 .map(|info| info.0)
         });
-        let (verb, object_ref) = resource_info(method, path, uri.query());
+        let (verb, object_ref) =
+            resource_info(method, &crate::limits::decoded_path(path), uri.query());
         Info {
             request_uri: uri
                 .path_and_query()

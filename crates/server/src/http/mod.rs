@@ -187,7 +187,9 @@ async fn answer(
                     .map(|info| info.0)
             }),
         method: parts.method,
-        path: parts.uri.path().to_owned(),
+        // Names are read from the decoded segments (`a%20b` names `a b`), as kube reads Go's
+        // `URL.Path`.
+        path: crate::limits::decoded_path(parts.uri.path()).into_owned(),
         headers: parts.headers,
         body,
         user,

@@ -937,12 +937,9 @@ fn escaped_byte(bytes: &[u8], at: usize) -> Option<u8> {
     u8::try_from(digit(at + 1)? << 4 | digit(at + 2)?).ok()
 }
 
-/// Whether `byte` stands for itself in a canonical path segment: RFC 3986's `pchar` without
-/// `%` (unreserved characters, sub-delimiters, `:` and `@`). Escaping one of these changes
-/// nothing (RFC 3986 §6.2.2.2), so its escape is decoded; every other byte stays escaped.
-fn plain_in_segment(byte: u8) -> bool {
-    byte.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@".contains(&byte)
-}
+// Whether a byte stands for itself in a canonical path segment: its escape is decoded; every
+// other byte stays escaped.
+use watchkeeper_api::plain_in_path_segment as plain_in_segment;
 
 /// The one spelling of a request path whose segments carry percent-escapes or bytes RFC 3986
 /// does not let a path hold raw, `None` when `path` is in it already (almost every path: one
@@ -952,8 +949,8 @@ fn plain_in_segment(byte: u8) -> bool {
 /// may stand for itself (`%3A`, `%41`, `%2e`) is decoded, as kube-apiserver (Go's `net/http`)
 /// decodes every escape before routing, and any other byte is escaped in upper-case hex
 /// (`%20`, `%C3%A9`, `%25`), so each segment has one spelling and an escape never splits or
-/// joins segments. A name that needs an escape cannot be stored here (`meta::validate_name`),
-/// so such a segment names no object: a read is a 404, a write a name mismatch or a 422.
+/// joins segments. Names are read from the decoded path ([`decoded_path`]): `a%20b` names
+/// the ClusterRole `a b`, as in kube.
 ///
 /// # Errors
 /// 400 BadRequest for an escape that is not two hex digits and for an escaped `/`, which
@@ -993,6 +990,33 @@ pub fn canonical_path(path: &str) -> Result<Option<String>, ApiError> {
         }
     }
     Ok((canonical != path).then_some(canonical))
+}
+
+/// A request path with its escapes decoded, as Go's `URL.Path` is, for reading names from
+/// its segments: `/api/v1/namespaces/d/configmaps/a%20b` names `a b`. An escaped `/` never
+/// reaches here ([`canonical_path`] refuses it), so decoding neither splits nor joins
+/// segments. A path whose escapes are not whole, or do not decode to UTF-8, is kept as it is
+/// (no name holds a `%`, so it names nothing).
+pub fn decoded_path(path: &str) -> std::borrow::Cow<'_, str> {
+    if !path.contains('%') {
+        return std::borrow::Cow::Borrowed(path);
+    }
+    let bytes = path.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while let Some(&byte) = bytes.get(at) {
+        if byte == b'%' {
+            let Some(escaped) = escaped_byte(bytes, at).filter(|&b| b != b'/') else {
+                return std::borrow::Cow::Borrowed(path);
+            };
+            decoded.push(escaped);
+            at += 3;
+        } else {
+            decoded.push(byte);
+            at += 1;
+        }
+    }
+    String::from_utf8(decoded).map_or(std::borrow::Cow::Borrowed(path), std::borrow::Cow::Owned)
 }
 
 /// `uri` with its path replaced by `path` (its query, scheme and authority kept).
@@ -1290,8 +1314,12 @@ where
     // authorization): a request its user may not make waits its turn, is counted as
     // dispatched in its flow, and its 403 carries the FlowSchema's headers; it is still
     // refused before a byte of its body is read, and frees its seat with the answer.
-    if let Err(error) = (state.authorize)(&user, &parts.method, parts.uri.path(), parts.uri.query())
-    {
+    if let Err(error) = (state.authorize)(
+        &user,
+        &parts.method,
+        &decoded_path(parts.uri.path()),
+        parts.uri.query(),
+    ) {
         return error_response(&error);
     }
     let too_large = || {
@@ -1593,6 +1621,25 @@ mod tests {
 
     /// Each path has one spelling: escapes of bytes that may stand for themselves decoded,
     /// every other byte escaped in upper-case hex; an escaped `/` or a broken escape refused.
+    /// Names are read decoded, and a name escaped again (for an upstream) is the canonical
+    /// spelling of its segment; a path that does not decode is kept as it is.
+    #[test]
+    fn decoded_paths_name_what_the_escapes_spell() {
+        for name in ["plain", "system:node", "a b", "caf\u{e9} <x>", "100%?#[]", "\n"] {
+            let escaped = watchkeeper_api::escape_path_segment(name);
+            let path = format!("/apis/rbac.authorization.k8s.io/v1/clusterroles/{escaped}");
+            assert_eq!(canonical_path(&path).unwrap(), None, "{path}");
+            assert_eq!(
+                decoded_path(&path),
+                format!("/apis/rbac.authorization.k8s.io/v1/clusterroles/{name}")
+            );
+        }
+        assert_eq!(decoded_path("/a/%C3%a9"), "/a/\u{e9}");
+        for kept in ["/a/%FF", "/a/%2F", "/a/%2", "/a/%zz"] {
+            assert_eq!(decoded_path(kept), kept);
+        }
+    }
+
     #[test]
     fn paths_have_one_spelling() {
         for (path, canonical) in [

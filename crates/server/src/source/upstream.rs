@@ -249,7 +249,8 @@ pub fn resource_path(
     path.push_str(&def.plural);
     if let Some(name) = name {
         path.push('/');
-        path.push_str(name);
+        // Decoded from the request's path (`a b`): escaped again for the upstream's.
+        path.push_str(&watchkeeper_api::escape_path_segment(name));
         if let Some(sub) = subresource {
             path.push('/');
             path.push_str(sub);
