@@ -179,6 +179,43 @@ fn a_false_validation_denies_with_kubes_status_and_a_true_one_admits() {
     assert_eq!(create(&policies, &other, &six), Ok(vec![]));
 }
 
+/// A policy using kube's quantity library and the sets extension is enforced (both were
+/// skipped, admitting everything, before they were here).
+#[test]
+fn quantity_and_sets_policies_are_enforced() {
+    let policies = [policy(
+        "small-and-labelled",
+        json!({"validations": [
+            {"expression": "!has(object.metadata.annotations) || !('memory' in object.metadata.annotations) || quantity(object.metadata.annotations.memory).isLessThan(quantity('1Gi'))",
+             "message": "too much memory"},
+            {"expression": "sets.contains(object.metadata.labels.map(k, k), ['team'])",
+             "message": "needs a team label"}]}),
+    )];
+    let bindings = [binding("b", "small-and-labelled", json!({}))];
+    let mut small = deployment("web", 1, json!({"team": "a"}));
+    small["metadata"]["annotations"] = json!({"memory": "512Mi"});
+    assert_eq!(create(&policies, &bindings, &small), Ok(vec![]));
+    let mut large = small.clone();
+    large["metadata"]["annotations"] = json!({"memory": "2Gi"});
+    assert_eq!(
+        create(&policies, &bindings, &large),
+        denied(
+            422,
+            "Invalid",
+            "deployments.apps \"web\" is forbidden: ValidatingAdmissionPolicy 'small-and-labelled' with binding 'b' denied request: too much memory"
+        )
+    );
+    let unlabelled = deployment("web", 1, json!({"app": "web"}));
+    assert_eq!(
+        create(&policies, &bindings, &unlabelled),
+        denied(
+            422,
+            "Invalid",
+            "deployments.apps \"web\" is forbidden: ValidatingAdmissionPolicy 'small-and-labelled' with binding 'b' denied request: needs a team label"
+        )
+    );
+}
+
 #[test]
 fn messages_come_from_message_expression_then_message_and_reasons_set_the_code() {
     let validations = json!([

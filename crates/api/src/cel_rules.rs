@@ -69,17 +69,20 @@
 //! can overflow a server thread's stack. Compiled programs are kept by their text, at most
 //! [`PROGRAMS_KEPT`] of them and [`PROGRAM_TEXT_KEPT`] bytes of text.
 //!
-//! **Functions**: CEL's standard ones, `ext.Strings`, and kube's regex and lists libraries
+//! **Functions**: CEL's standard ones, `ext.Strings`, kube's regex and lists libraries
 //! (`library`: `matches`, `find`, `findAll` in Go's RE2 syntax, compiled once and kept as
 //! the schema's patterns are; `isSorted`, `sum`, `min`, `max`, `indexOf`, `lastIndexOf`;
-//! `isIP`, `isCIDR`; `cel.bind`).
+//! `isIP`, `isCIDR`; `cel.bind`), kube's quantity library (`quantity`: `quantity()`,
+//! `isQuantity()`, the `kubernetes.Quantity` methods) and cel-go's sets extension (`sets`:
+//! `sets.contains`, `sets.equivalent`, `sets.intersects`, charged the product of the lists'
+//! lengths).
 //!
 //! **Admission policies** (`crate::admission_policy`) compile their expressions here too, with
 //! their own declared variables (`object`, `oldObject`, `request`, `params`, ...: `Declared`),
 //! and run them within the same bound and budgets (`run`).
 //!
-//! **Not here yet**: kube's other libraries (`url`, `quantity`, the `ip`/`cidr` types, `format`,
-//! `sets`, `semver`): a rule calling one is skipped, never a refusal; the type check at CRD time
+//! **Not here yet**: kube's other libraries (`url`, the `ip`/`cidr` types, `format`,
+//! `semver`): a rule calling one is skipped, never a refusal; the type check at CRD time
 //! refuses only what it is sure of (see the `types` module: a rule kube refuses for types it cannot
 //! follow compiles here and fails when it runs); the CRD-time cost estimate follows only part
 //! of cel-go's (rules calling `find`, `findAll`, `replace`, `isIP`, `url`, `quantity`, the
@@ -105,6 +108,8 @@ use crate::field::{Cause, duplicate, forbidden, go_quote, invalid, required};
 pub mod authz;
 mod cost;
 mod library;
+mod quantity;
+mod sets;
 mod types;
 mod values;
 use crate::schema_node::{Comparisons, MapItems, flag, unchanged_kept};
@@ -220,9 +225,11 @@ fn environment() -> &'static Arc<cel::Env> {
         let strings = env.add_extension(cel::extensions::strings);
         let kube = env.add_extension(library::extension);
         let authz = env.add_extension(authz::extension);
+        let quantity = env.add_extension(quantity::extension);
+        let sets = env.add_extension(sets::extension);
         debug_assert!(
-            strings.is_ok() && kube.is_ok() && authz.is_ok(),
-            "{strings:?} {kube:?} {authz:?}"
+            strings.is_ok() && kube.is_ok() && authz.is_ok() && quantity.is_ok() && sets.is_ok(),
+            "{strings:?} {kube:?} {authz:?} {quantity:?} {sets:?}"
         );
         Arc::new(env)
     })
@@ -1286,11 +1293,21 @@ impl<'d> Estimate<'d, '_> {
                     }
                     sizes.push(s);
                 }
+                let on_sets = matches!(
+                    call.target.as_deref().map(|t| &t.expr),
+                    Some(Expr::Ident(namespace)) if namespace == "sets"
+                ) && sets::FUNCTIONS.contains(&function);
                 if function == "check" {
                     // An authorization check: kube's fixed cost, whatever it is given.
                     cost += authz::CHECK_COST;
+                } else if on_sets {
+                    // Each element of one list compared with each of the other (the
+                    // namespace, `sizes[0]`, is no data).
+                    let length = |at: usize| sizes.get(at).map_or(0.0, |s: &Size| s.count);
+                    cost += length(1) * length(2) + 0.1 * (touched - sizes[0].bytes);
                 } else if !CONSTANT_COST.contains(&function)
                     && !authz::FUNCTIONS.contains(&function)
+                    && !quantity::FUNCTIONS.contains(&function)
                 {
                     cost += 0.1 * touched;
                 }
@@ -1309,7 +1326,7 @@ impl<'d> Estimate<'d, '_> {
                 let first = sizes.first().copied().unwrap_or(SCALAR);
                 let total = sizes.iter().map(|s| s.bytes).sum::<f64>();
                 let size = match function {
-                    _ if SCALAR_RESULT.contains(&function) => SCALAR,
+                    _ if on_sets || SCALAR_RESULT.contains(&function) => SCALAR,
                     "_[_]" | "min" | "max" => part_of(first, self.data),
                     "_?_:_" => sizes.iter().skip(1).fold(EMPTY, |a, s| max_of(a, *s)),
                     "_+_" => Size {
@@ -2226,7 +2243,7 @@ mod tests {
                 {"rule": "self.items[3] == 1", "message": "third"},
                 {"rule": "self.count / 0 == 1"},
                 {"rule": "self.count + 'a' == 1"},
-                {"rule": "quantity('1Gi').isGreaterThan(quantity('1Mi'))"}
+                {"rule": "url('https://example.com').getHost() == 'other'"}
             ]),
             json!({"missing": {"type": "integer"}, "count": {"type": "integer"},
                    "items": {"type": "array", "items": {"type": "integer"}}}),
@@ -2241,6 +2258,66 @@ mod tests {
                 "spec: Invalid value: \"object\": 'no such overload': call arguments did not match a supported operator, function or macro signature for rule: self.count + 'a' == 1",
             ]
         );
+    }
+
+    /// kube's quantity library and cel-go's sets extension run as in kube (they were
+    /// skipped before): results, equality by amount, errors with kube's words.
+    #[test]
+    fn quantity_and_sets_libraries_run_as_kubes() {
+        let rules = [
+            "quantity(self.limit).isLessThan(quantity('1Gi'))",
+            "quantity(self.limit).compareTo(quantity('2048Mi')) == 0",
+            "quantity('1') == quantity('1000m') && quantity('1') != quantity('2')",
+            "quantity(self.limit).add(1).sub(quantity('1')) == quantity(self.limit)",
+            "quantity('1').sub(2).sign() == -1 && quantity('0').sign() == 0",
+            "quantity('1.5').isInteger()",
+            "quantity('1k').asInteger() == 1000 && quantity('500m').asApproximateFloat() == 0.5",
+            "isQuantity('abc') || !isQuantity('1Gi')",
+            "quantity('abc').sign() == 0",
+            "quantity('1.5').asInteger() == 1",
+            "quantity('1Gi').isGreaterThan(quantity('1Mi'))",
+            "sets.contains(self.tags, ['a']) && !sets.contains(self.tags, ['z'])",
+            "sets.contains(self.tags, [])",
+            "sets.equivalent([1, 2], [2, 1, 1.0]) && !sets.equivalent([1], [1, 2])",
+            "sets.intersects(self.tags, [])",
+            "sets.intersects([1], [1.0]) && sets.intersects([[1]], [[1], [2]])",
+        ];
+        let validations: Vec<Value> = rules.iter().map(|r| json!({"rule": r})).collect();
+        let schema = spec(
+            Value::Array(validations),
+            json!({"limit": {"type": "string"},
+                   "tags": {"type": "array", "items": {"type": "string"}}}),
+        );
+        let object = json!({"spec": {"limit": "2Gi", "tags": ["a", "b"]}});
+        let refused = |rule: &str| format!("spec: Invalid value: \"object\": failed rule: {rule}");
+        let errored = |error: &str, rule: &str| {
+            format!("spec: Invalid value: \"object\": {error} evaluating rule: {rule}")
+        };
+        assert_eq!(
+            messages(&schema, &object, None),
+            [
+                refused(rules[0]),
+                refused(rules[5]),
+                refused(rules[7]),
+                errored(
+                    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+                    rules[8]
+                ),
+                errored("cannot convert value to integer", rules[9]),
+                refused(rules[14]),
+            ]
+        );
+        // The comparisons of one call are bounded: two lists of 2,000 are 4 M comparisons.
+        let long: Vec<String> = (0..2_000).map(|i| format!("t{i}")).collect();
+        let object = json!({"spec": {"limit": "1", "tags": long}});
+        let schema = spec(
+            json!([{"rule": "sets.intersects(self.tags, self.tags.map(t, t + 'x'))"}]),
+            json!({"limit": {"type": "string"},
+                   "tags": {"type": "array", "items": {"type": "string"}}}),
+        );
+        let found = messages(&schema, &object, None);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].contains("call cost exceeds limit"), "{found:?}");
     }
 
     #[test]

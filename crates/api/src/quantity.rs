@@ -163,6 +163,15 @@ impl Quantity {
         }
     }
 
+    /// `-self` (saturating), in `self`'s format.
+    #[must_use]
+    pub fn negated(self) -> Quantity {
+        Quantity {
+            nanos: self.nanos.saturating_neg(),
+            format: self.format,
+        }
+    }
+
     /// The value in billionths.
     #[must_use]
     pub fn nanos(self) -> i128 {

@@ -141,7 +141,7 @@ pub(super) fn one<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, E
     Ok(list)
 }
 
-fn items<'a, 'v>(
+pub(super) fn items<'a, 'v>(
     list: &'a (dyn Val + 'v),
     function: &str,
 ) -> Result<Vec<&'a (dyn Val + 'v)>, ExecutionError> {

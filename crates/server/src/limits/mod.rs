@@ -1625,7 +1625,14 @@ mod tests {
     /// spelling of its segment; a path that does not decode is kept as it is.
     #[test]
     fn decoded_paths_name_what_the_escapes_spell() {
-        for name in ["plain", "system:node", "a b", "caf\u{e9} <x>", "100%?#[]", "\n"] {
+        for name in [
+            "plain",
+            "system:node",
+            "a b",
+            "caf\u{e9} <x>",
+            "100%?#[]",
+            "\n",
+        ] {
             let escaped = watchkeeper_api::escape_path_segment(name);
             let path = format!("/apis/rbac.authorization.k8s.io/v1/clusterroles/{escaped}");
             assert_eq!(canonical_path(&path).unwrap(), None, "{path}");
