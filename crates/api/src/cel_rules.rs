@@ -72,17 +72,18 @@
 //! **Functions**: CEL's standard ones, `ext.Strings`, kube's regex and lists libraries
 //! (`library`: `matches`, `find`, `findAll` in Go's RE2 syntax, compiled once and kept as
 //! the schema's patterns are; `isSorted`, `sum`, `min`, `max`, `indexOf`, `lastIndexOf`;
-//! `isIP`, `isCIDR`; `cel.bind`), kube's quantity library (`quantity`: `quantity()`,
-//! `isQuantity()`, the `kubernetes.Quantity` methods) and cel-go's sets extension (`sets`:
-//! `sets.contains`, `sets.equivalent`, `sets.intersects`, charged the product of the lists'
-//! lengths).
+//! `cel.bind`), kube's quantity library (`quantity`: `quantity()`, `isQuantity()`, the
+//! `kubernetes.Quantity` methods), kube's IP and CIDR libraries (`net`: `ip()`, `isIP()`,
+//! `ip.isCanonical()`, `cidr()`, `isCIDR()` and their types' methods) and cel-go's sets
+//! extension (`sets`: `sets.contains`, `sets.equivalent`, `sets.intersects`, charged the
+//! product of the lists' lengths).
 //!
 //! **Admission policies** (`crate::admission_policy`) compile their expressions here too, with
 //! their own declared variables (`object`, `oldObject`, `request`, `params`, ...: `Declared`),
 //! and run them within the same bound and budgets (`run`).
 //!
-//! **Not here yet**: kube's other libraries (`url`, the `ip`/`cidr` types, `format`,
-//! `semver`): a rule calling one is skipped, never a refusal; the type check at CRD time
+//! **Not here yet**: kube's other libraries (`url`, `format`, `semver`): a rule calling one
+//! is skipped, never a refusal; the type check at CRD time
 //! refuses only what it is sure of (see the `types` module: a rule kube refuses for types it cannot
 //! follow compiles here and fails when it runs); the CRD-time cost estimate follows only part
 //! of cel-go's (rules calling `find`, `findAll`, `replace`, `isIP`, `url`, `quantity`, the
@@ -108,6 +109,7 @@ use crate::field::{Cause, duplicate, forbidden, go_quote, invalid, required};
 pub mod authz;
 mod cost;
 mod library;
+mod net;
 mod quantity;
 mod sets;
 mod types;
@@ -227,9 +229,12 @@ fn environment() -> &'static Arc<cel::Env> {
         let authz = env.add_extension(authz::extension);
         let quantity = env.add_extension(quantity::extension);
         let sets = env.add_extension(sets::extension);
+        let net = env.add_extension(net::extension);
         debug_assert!(
-            strings.is_ok() && kube.is_ok() && authz.is_ok() && quantity.is_ok() && sets.is_ok(),
-            "{strings:?} {kube:?} {authz:?} {quantity:?} {sets:?}"
+            [&strings, &kube, &authz, &quantity, &sets, &net]
+                .iter()
+                .all(|added| added.is_ok()),
+            "{strings:?} {kube:?} {authz:?} {quantity:?} {sets:?} {net:?}"
         );
         Arc::new(env)
     })
@@ -1308,6 +1313,7 @@ impl<'d> Estimate<'d, '_> {
                 } else if !CONSTANT_COST.contains(&function)
                     && !authz::FUNCTIONS.contains(&function)
                     && !quantity::FUNCTIONS.contains(&function)
+                    && !net::FUNCTIONS.contains(&function)
                 {
                     cost += 0.1 * touched;
                 }
@@ -2307,6 +2313,19 @@ mod tests {
                 refused(rules[14]),
             ]
         );
+        // The rules that hold ran (a skipped one would say nothing either): negated, each fails.
+        let holding = [1, 2, 3, 4, 6, 10, 11, 12, 13, 15];
+        let negated: Vec<Value> = holding
+            .iter()
+            .map(|&i| json!({"rule": format!("!({})", rules[i])}))
+            .collect();
+        let schema_negated = spec(
+            Value::Array(negated),
+            json!({"limit": {"type": "string"},
+                   "tags": {"type": "array", "items": {"type": "string"}}}),
+        );
+        let refused = messages(&schema_negated, &object, None);
+        assert_eq!(refused.len(), holding.len(), "{refused:?}");
         // The comparisons of one call are bounded: two lists of 2,000 are 4 M comparisons.
         let long: Vec<String> = (0..2_000).map(|i| format!("t{i}")).collect();
         let object = json!({"spec": {"limit": "1", "tags": long}});
@@ -2318,6 +2337,90 @@ mod tests {
         let found = messages(&schema, &object, None);
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(found[0].contains("call cost exceeds limit"), "{found:?}");
+    }
+
+    /// kube's IP and CIDR libraries, with the examples of kube's own documentation
+    /// (`ip.go`, `cidr.go`; `containsCIDR` as fixed in 1.33, kubernetes#130450).
+    #[test]
+    fn ip_and_cidr_libraries_run_as_kubes() {
+        let holds = [
+            "ip('127.0.0.1').family() == 4 && ip('::1').family() == 6",
+            "isIP('127.0.0.1') && isIP('::1') && !isIP('127.0.0.256') && !isIP(':::1')",
+            "!isIP('::ffff:1.2.3.4') && !isIP('fe80::1%eth0') && !isIP('01.2.3.4')",
+            "ip.isCanonical('127.0.0.1') && ip.isCanonical('2001:db8::abcd')",
+            "!ip.isCanonical('2001:DB8::ABCD') && !ip.isCanonical('2001:db8::0:0:0:abcd')",
+            "ip('0.0.0.0').isUnspecified() && ip('::').isUnspecified() && !ip('::1').isUnspecified()",
+            "ip('127.0.0.1').isLoopback() && !ip('192.168.0.1').isLoopback() && ip('::1').isLoopback()",
+            "ip('224.0.0.1').isLinkLocalMulticast() && !ip('224.0.1.1').isLinkLocalMulticast()",
+            "ip('ff02::1').isLinkLocalMulticast() && !ip('fd00::1').isLinkLocalMulticast()",
+            "ip('169.254.169.254').isLinkLocalUnicast() && ip('fe80::1').isLinkLocalUnicast()",
+            "!ip('fd80::1').isLinkLocalUnicast() && ip('192.168.0.1').isGlobalUnicast()",
+            "!ip('255.255.255.255').isGlobalUnicast() && ip('2001:db8::abcd').isGlobalUnicast()",
+            "!ip('ff00::1').isGlobalUnicast() && ip('10.0.0.1') == ip('10.0.0.1')",
+            "string(ip('2001:0db8:0:0::1')) == '2001:db8::1'",
+            "isCIDR('192.168.0.0/16') && isCIDR('::1/128') && !isCIDR('192.168.0.0/33')",
+            "!isCIDR('::1/129') && !isCIDR('10.0.0.0/08') && !isCIDR('10.0.0.0')",
+            "cidr('192.168.0.0/24').containsIP(ip('192.168.0.1'))",
+            "!cidr('192.168.0.0/24').containsIP(ip('192.168.1.1'))",
+            "cidr('192.168.0.0/24').containsIP('192.168.0.1') && !cidr('192.168.0.0/24').containsIP('::1')",
+            "cidr('192.168.0.0/16').containsCIDR(cidr('192.168.10.0/24'))",
+            "!cidr('192.168.1.0/24').containsCIDR(cidr('192.168.2.0/24'))",
+            "cidr('192.168.0.0/16').containsCIDR('192.168.0.1/32')",
+            "!cidr('192.168.1.0/24').containsCIDR('192.168.0.0/16')",
+            "cidr('192.168.0.1/24').ip() == ip('192.168.0.1') && cidr('::1/128').ip().family() == 6",
+            "cidr('192.168.0.1/24').masked() == cidr('192.168.0.0/24')",
+            "cidr('192.168.0.1/24') != cidr('192.168.0.1/24').masked()",
+            "cidr('192.168.0.0/16').prefixLength() == 16 && cidr('::1/128').prefixLength() == 128",
+            "string(cidr('10.1.2.3/8').masked()) == '10.0.0.0/8'",
+        ];
+        let errors = [
+            "ip('127.0.0.256') == ip('::1')",
+            "ip('fe80::1%eth0') == ip('::1')",
+            "cidr('10.0.0.0/33') == cidr('::1/128')",
+            "cidr('::ffff:1.2.3.4/24') == cidr('::1/128')",
+        ];
+        let validations: Vec<Value> = holds
+            .iter()
+            .chain(&errors)
+            .map(|r| json!({"rule": r}))
+            .collect();
+        let schema = spec(Value::Array(validations), json!({}));
+        let object = json!({"spec": {}});
+        // Each holding rule ran (a skipped one would say nothing either): negated, each fails.
+        let negated: Vec<Value> = holds
+            .iter()
+            .map(|r| json!({"rule": format!("!({r})")}))
+            .collect();
+        let refused = messages(&spec(Value::Array(negated), json!({})), &object, None);
+        assert_eq!(refused.len(), holds.len(), "{refused:?}");
+        assert!(
+            refused.iter().all(|m| m.contains("failed rule: !(")),
+            "{refused:?}"
+        );
+        let errored = |error: &str, rule: &str| {
+            format!("spec: Invalid value: \"object\": {error} evaluating rule: {rule}")
+        };
+        assert_eq!(
+            messages(&schema, &object, None),
+            [
+                errored(
+                    "IP Address \"127.0.0.256\" parse error during conversion from string: ParseAddr(\"127.0.0.256\"): unable to parse IP",
+                    errors[0]
+                ),
+                errored(
+                    "IP address \"fe80::1%eth0\" with zone value is not allowed",
+                    errors[1]
+                ),
+                errored(
+                    "network address parse error during conversion from string: network address parse error during conversion from string: netip.ParsePrefix(\"10.0.0.0/33\"): bad bits after slash: \"33\"",
+                    errors[2]
+                ),
+                errored(
+                    "network address parse error during conversion from string: IPv4-mapped IPv6 address \"::ffff:1.2.3.4/24\" is not allowed",
+                    errors[3]
+                ),
+            ]
+        );
     }
 
     #[test]

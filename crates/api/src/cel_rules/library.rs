@@ -3,9 +3,8 @@
 //! schema's patterns: [`crate::structural`]), kube's regex library (`find`, `findAll`) and
 //! lists library (`isSorted`, `sum`, `min`, `max`, `indexOf`, `lastIndexOf`), `cel.bind`
 //! (cel-go's `ext.Bindings`, expanded when the rule is parsed), with kube's
-//! results and errors (`min` of an empty list is an error, `sum` of one is `0`), and the
-//! address checks of its IP and CIDR libraries (`isIP`, `isCIDR`: no zone, no leading zeros,
-//! as Go's `netip` parsers).
+//! results and errors (`min` of an empty list is an error, `sum` of one is `0`). (kube's IP
+//! and CIDR libraries are [`super::net`].)
 
 use std::cmp::Ordering;
 
@@ -49,8 +48,6 @@ pub(super) fn extension(env: &mut Env) -> Result<(), DeclarationError> {
         vec![STRING_TYPE, INT_TYPE],
         find_all,
     )?;
-    env.add_overload("isIP", "is_ip", vec![STRING_TYPE], is_ip)?;
-    env.add_overload("isCIDR", "is_cidr", vec![STRING_TYPE], is_cidr)?;
     env.add_member_overload("isSorted", "list_is_sorted", LIST_TYPE, vec![], is_sorted)?;
     env.add_member_overload("sum", "list_sum", LIST_TYPE, vec![], sum)?;
     env.add_member_overload("min", "list_min", LIST_TYPE, vec![], min)?;
@@ -243,37 +240,6 @@ fn index_of<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Executi
 
 fn last_index_of<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
     position(args, "lastIndexOf", true)
-}
-
-/// `isIP(string)`: an IPv4 or IPv6 address as Go's `netip.ParseAddr` reads it, without a zone.
-fn is_ip<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
-    let text = one(args)?;
-    let text = string(text.as_ref(), "isIP")?;
-    Ok(CowVal::owned(CelBool::from(
-        text.parse::<std::net::IpAddr>().is_ok(),
-    )))
-}
-
-/// `isCIDR(string)`: an address and a prefix length that fits it (`10.0.0.0/8`, `::1/128`),
-/// as Go's `netip.ParsePrefix`.
-fn is_cidr<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
-    let text = one(args)?;
-    let text = string(text.as_ref(), "isCIDR")?;
-    let valid = text.split_once('/').is_some_and(|(address, bits)| {
-        let bits_ok = |max: u8| {
-            !bits.is_empty()
-                && bits.len() <= 3
-                && bits.bytes().all(|b| b.is_ascii_digit())
-                && (bits == "0" || !bits.starts_with('0'))
-                && bits.parse::<u8>().is_ok_and(|n| n <= max)
-        };
-        match address.parse::<std::net::IpAddr>() {
-            Ok(std::net::IpAddr::V4(_)) => bits_ok(32),
-            Ok(std::net::IpAddr::V6(_)) => bits_ok(128),
-            Err(_) => false,
-        }
-    });
-    Ok(CowVal::owned(CelBool::from(valid)))
 }
 
 /// `cel.bind(name, init, body)`: `body` with `name` bound to `init`, expanded as cel-go
