@@ -74,16 +74,17 @@
 //! the schema's patterns are; `isSorted`, `sum`, `min`, `max`, `indexOf`, `lastIndexOf`;
 //! `cel.bind`), kube's quantity library (`quantity`: `quantity()`, `isQuantity()`, the
 //! `kubernetes.Quantity` methods), kube's IP and CIDR libraries (`net`: `ip()`, `isIP()`,
-//! `ip.isCanonical()`, `cidr()`, `isCIDR()` and their types' methods) and cel-go's sets
-//! extension (`sets`: `sets.contains`, `sets.equivalent`, `sets.intersects`, charged the
-//! product of the lists' lengths).
+//! `ip.isCanonical()`, `cidr()`, `isCIDR()` and their types' methods), kube's URL library
+//! (`url`: `url()`, `isURL()` and the `kubernetes.URL` getters over a port of Go's `net/url`)
+//! and cel-go's sets extension (`sets`: `sets.contains`, `sets.equivalent`,
+//! `sets.intersects`, charged the product of the lists' lengths).
 //!
 //! **Admission policies** (`crate::admission_policy`) compile their expressions here too, with
 //! their own declared variables (`object`, `oldObject`, `request`, `params`, ...: `Declared`),
 //! and run them within the same bound and budgets (`run`).
 //!
-//! **Not here yet**: kube's other libraries (`url`, `format`, `semver`): a rule calling one
-//! is skipped, never a refusal; the type check at CRD time
+//! **Not here yet**: kube's `format` and `semver` libraries: a rule calling one is skipped,
+//! never a refusal; the type check at CRD time
 //! refuses only what it is sure of (see the `types` module: a rule kube refuses for types it cannot
 //! follow compiles here and fails when it runs); the CRD-time cost estimate follows only part
 //! of cel-go's (rules calling `find`, `findAll`, `replace`, `isIP`, `url`, `quantity`, the
@@ -113,6 +114,7 @@ mod net;
 mod quantity;
 mod sets;
 mod types;
+mod url;
 mod values;
 use crate::schema_node::{Comparisons, MapItems, flag, unchanged_kept};
 pub(crate) use cost::{
@@ -230,11 +232,12 @@ fn environment() -> &'static Arc<cel::Env> {
         let quantity = env.add_extension(quantity::extension);
         let sets = env.add_extension(sets::extension);
         let net = env.add_extension(net::extension);
+        let url = env.add_extension(url::extension);
         debug_assert!(
-            [&strings, &kube, &authz, &quantity, &sets, &net]
+            [&strings, &kube, &authz, &quantity, &sets, &net, &url]
                 .iter()
                 .all(|added| added.is_ok()),
-            "{strings:?} {kube:?} {authz:?} {quantity:?} {sets:?} {net:?}"
+            "{strings:?} {kube:?} {authz:?} {quantity:?} {sets:?} {net:?} {url:?}"
         );
         Arc::new(env)
     })
@@ -2249,7 +2252,7 @@ mod tests {
                 {"rule": "self.items[3] == 1", "message": "third"},
                 {"rule": "self.count / 0 == 1"},
                 {"rule": "self.count + 'a' == 1"},
-                {"rule": "url('https://example.com').getHost() == 'other'"}
+                {"rule": "semver('1.0.0').major() == 2"}
             ]),
             json!({"missing": {"type": "integer"}, "count": {"type": "integer"},
                    "items": {"type": "array", "items": {"type": "integer"}}}),
@@ -2421,6 +2424,48 @@ mod tests {
                 ),
             ]
         );
+    }
+
+    /// kube's URL library, with the examples of kube's own documentation (`urls.go`), and the
+    /// rules real CRDs write with it.
+    #[test]
+    fn url_library_runs_as_kubes() {
+        let holds = [
+            "isURL('https://user:pass@example.com:80/path?query=val#fragment') && isURL('/absolute-path')",
+            "!isURL('https://a:b:c/') && !isURL('../relative-path')",
+            "url('/path').getScheme() == '' && url('https://example.com/').getScheme() == 'https'",
+            "url('https://example.com:80/').getHost() == 'example.com:80' && url('https://example.com/').getHost() == 'example.com'",
+            "url('https://[::1]:80/').getHost() == '[::1]:80' && url('https://[::1]/').getHost() == '[::1]' && url('/path').getHost() == ''",
+            "url('https://example.com:80/').getHostname() == 'example.com' && url('https://127.0.0.1:80/').getHostname() == '127.0.0.1'",
+            "url('https://[::1]:80/').getHostname() == '::1' && url('/path').getHostname() == ''",
+            "url('https://example.com:80/').getPort() == '80' && url('https://example.com/').getPort() == '' && url('/path').getPort() == ''",
+            "url('https://example.com/path').getEscapedPath() == '/path' && url('https://example.com').getEscapedPath() == ''",
+            "url('https://example.com/path with spaces/').getEscapedPath() == '/path%20with%20spaces/'",
+            "url('https://example.com/path?k1=a&k2=b&k2=c').getQuery() == {'k1': ['a'], 'k2': ['b', 'c']}",
+            "url('https://example.com/path?key with spaces=value with spaces').getQuery() == {'key with spaces': ['value with spaces']}",
+            "url('https://example.com/path?').getQuery() == {} && url('https://example.com/path').getQuery() == {}",
+            "isURL(self.issuer) && url(self.issuer).getScheme() == 'https' && url(self.issuer).getHostname() != ''",
+        ];
+        let validations: Vec<Value> = holds
+            .iter()
+            .chain(["url('../x').getScheme() == ''"].iter())
+            .map(|r| json!({"rule": r}))
+            .collect();
+        let properties = json!({"issuer": {"type": "string"}});
+        let schema = spec(Value::Array(validations), properties.clone());
+        let object = json!({"spec": {"issuer": "https://sso.example.com/realms/a"}});
+        assert_eq!(
+            messages(&schema, &object, None),
+            [
+                "spec: Invalid value: \"object\": URL parse error during conversion from string: parse \"../x\": invalid URI for request evaluating rule: url('../x').getScheme() == ''"
+            ]
+        );
+        let negated: Vec<Value> = holds
+            .iter()
+            .map(|r| json!({"rule": format!("!({r})")}))
+            .collect();
+        let refused = messages(&spec(Value::Array(negated), properties), &object, None);
+        assert_eq!(refused.len(), holds.len(), "{refused:?}");
     }
 
     #[test]
