@@ -300,8 +300,9 @@ mod tests {
     }
 
     proptest! {
-        /// The canonical form is canonical: written again, it stays; and it is the same
-        /// amount (compared in nano units, where the input has at most nine decimals).
+        /// The canonical form is canonical: written again, it stays (but for binary amounts
+        /// written as plain integers, see below); and it is the same amount (compared in nano
+        /// units, where the input has at most nine decimals).
         #[test]
         fn canonical_forms_are_fixed_points_of_the_same_amount(
             whole in 0u64..100_000,
@@ -317,7 +318,14 @@ mod tests {
             };
             let once = canonical(&text).expect("a well-formed quantity");
             let twice = canonical(&once);
-            prop_assert_eq!(twice.as_deref(), Some(once.as_str()), "{}", text);
+            // A binary amount that is no whole number of Ki is written as a plain integer,
+            // which reads back as decimal (kube too: `31937.5Ki` is `32704000`, then
+            // `32704k`): the same amount, not the same text.
+            if suffix.ends_with('i') && !once.ends_with('i') {
+                prop_assert_eq!(twice.as_deref().and_then(nanos), nanos(&once), "{}", text);
+            } else {
+                prop_assert_eq!(twice.as_deref(), Some(once.as_str()), "{}", text);
+            }
             // Amounts finer than a nano unit round up; the others are kept exactly.
             if let Some(exact) = nanos(&text) {
                 prop_assert_eq!(nanos(&once), Some(exact), "{} -> {}", text, once);
