@@ -13,7 +13,9 @@
 //!   - the `default/kubernetes` Service (ClusterIP the first address of
 //!     `--service-cluster-ip-range`, port `https` 443 to the server's port), with its
 //!     Endpoints and EndpointSlice naming the server's address (its kubernetes-service
-//!     controller);
+//!     controller), and the IPAddress of its ClusterIP as its allocator writes it
+//!     (`crate::source::service_ips`; written after the Service, so a store written before
+//!     IPAddresses gets it at the next start);
 //!   - their `default` ServiceAccounts (its serviceaccounts controller's, which
 //!     `controllers::namespaces` also is while serving);
 //!   - the `cluster-admin` ClusterRole and its ClusterRoleBinding to the group
@@ -33,8 +35,9 @@
 //!   kind change none of them (a test checks), and the kinds that keep `metadata.generation`
 //!   have generation 1.
 //! - While serving, what kube-apiserver keeps is created again when deleted
-//!   ([`kept`], by `controllers::keeper`): the `kubernetes` Service, Endpoints and
-//!   EndpointSlice (kube's kubernetes-service controller reconciles them every 10 s), the
+//!   ([`kept`], by `controllers::keeper`): the `kubernetes` Service (with its IPAddress),
+//!   Endpoints and EndpointSlice (kube's kubernetes-service controller reconciles them every
+//!   10 s), the
 //!   `kubernetes` ServiceCIDR (its kubernetes-service-cidr-controller, every 10 s too) and the
 //!   flow-control configuration, mandatory and suggested (its config-producer, which also
 //!   revises them while serving: [`crate::limits::apf::bootstrap`]). The rest comes back at the next
@@ -143,6 +146,20 @@ fn seeds(ranges: &[IpRange], server: SocketAddr, now: &str) -> Vec<Seed> {
                 },
                 "status": {"loadBalancer": {}},
             }),
+        },
+        // Its address's IPAddress, as kube-apiserver's allocator writes it (its uid and
+        // creation time are stamped below), after the Service: until it is written the
+        // cached Service holds the address.
+        Seed {
+            plural: "ipaddresses",
+            group: "networking.k8s.io",
+            namespace: "",
+            body: crate::source::service_ips::ip_address(
+                service_ip,
+                ("default", "kubernetes"),
+                "",
+                now,
+            ),
         },
         Seed {
             plural: "endpoints",
@@ -345,6 +362,9 @@ pub async fn restore_kept(
 ) -> Result<(), StartError> {
     ensure(store, prefix, ranges, server, |seed| {
         kept(seed.group, seed.plural, seed.namespace, seed.name())
+            // The `kubernetes` Service's IPAddress, created again with the Service (deleting
+            // the Service deleted it).
+            || (seed.group, seed.plural) == ("networking.k8s.io", "ipaddresses")
     })
     .await?;
     crate::limits::apf::bootstrap::ensure(store, prefix).await
