@@ -4211,25 +4211,37 @@ async fn service_cluster_ips_are_ip_addresses() {
     assert_eq!(code, 200, "{body}");
     assert_eq!(get_ip_address(addr, &named_ip).await.0, 404);
 
-    // A namespace's deletion takes its Services' IPAddresses.
-    let (code, body) = send_json(
-        addr,
-        "POST",
-        "/api/v1/namespaces",
-        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gone"}}),
-    )
-    .await;
-    assert_eq!(code, 201, "{body}");
-    let service = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "inner"},
-        "spec": {"ports": ports}});
-    let (code, inner) = send_json(addr, "POST", "/api/v1/namespaces/gone/services", &service).await;
-    assert_eq!(code, 201, "{inner}");
-    let inner_ip = cluster_ip(&inner).to_owned();
-    let (_, ip) = get_ip_address(addr, &inner_ip).await;
-    assert_eq!(ip["spec"]["parentRef"]["namespace"], "gone");
-    let (code, _) = request(addr, "DELETE", "/api/v1/namespaces/gone", "", "").await;
-    assert_eq!(code, 200);
-    until_ip_address_gone(addr, &inner_ip).await;
+    // A namespace's deletion takes its Services' IPAddresses: one terminating (the namespace
+    // controller deletes what it holds), one without finalizers (deleted at once).
+    for (namespace, finalized) in [("gone", false), ("bare", true)] {
+        let (code, body) = send_json(
+            addr,
+            "POST",
+            "/api/v1/namespaces",
+            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
+        )
+        .await;
+        assert_eq!(code, 201, "{body}");
+        if finalized {
+            let mut bare = body.clone();
+            bare["spec"]["finalizers"] = json!([]);
+            let path = format!("/api/v1/namespaces/{namespace}/finalize");
+            let (code, body) = send_json(addr, "PUT", &path, &bare).await;
+            assert_eq!(code, 200, "{body}");
+        }
+        let service = json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "inner"}, "spec": {"ports": ports}});
+        let path = format!("/api/v1/namespaces/{namespace}/services");
+        let (code, inner) = send_json(addr, "POST", &path, &service).await;
+        assert_eq!(code, 201, "{inner}");
+        let inner_ip = cluster_ip(&inner).to_owned();
+        let (_, ip) = get_ip_address(addr, &inner_ip).await;
+        assert_eq!(ip["spec"]["parentRef"]["namespace"], namespace);
+        let path = format!("/api/v1/namespaces/{namespace}");
+        let (code, _) = request(addr, "DELETE", &path, "", "").await;
+        assert_eq!(code, 200);
+        until_ip_address_gone(addr, &inner_ip).await;
+    }
     server.shutdown().await;
 }
 
