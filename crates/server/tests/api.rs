@@ -4197,6 +4197,32 @@ async fn service_cluster_ips_are_ip_addresses() {
     assert_eq!(event["object"]["metadata"]["name"], "10.0.0.17");
     assert_eq!(get_ip_address(addr, "10.0.0.17").await.0, 404);
 
+    // A Service held by a finalizer keeps its address until the update that removes it.
+    let held = json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "held", "finalizers": ["example.com/hold"]},
+        "spec": {"ports": ports}});
+    let (code, held) = send_json(addr, "POST", "/api/v1/namespaces/default/services", &held).await;
+    assert_eq!(code, 201, "{held}");
+    let held_ip = cluster_ip(&held).to_owned();
+    let (code, _) = request(
+        addr,
+        "DELETE",
+        "/api/v1/namespaces/default/services/held",
+        "",
+        "",
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(get_ip_address(addr, &held_ip).await.0, 200, "marked only");
+    let body = merge_patch(
+        addr,
+        "/api/v1/namespaces/default/services/held",
+        r#"{"metadata": {"finalizers": null}}"#,
+    )
+    .await;
+    assert!(body["metadata"]["deletionTimestamp"].is_string(), "{body}");
+    assert_eq!(get_ip_address(addr, &held_ip).await.0, 404);
+
     // An update to ExternalName drops the address.
     let (code, named) = create_service(addr, "named", json!({"ports": ports})).await;
     assert_eq!(code, 201, "{named}");
