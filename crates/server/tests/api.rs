@@ -4438,6 +4438,40 @@ async fn sibling_servers_share_ip_addresses() {
     two.shutdown().await;
 }
 
+/// Goal: a store written before IPAddresses (here: the `kubernetes` Service's IPAddress
+/// deleted) keeps the Service's address reserved, and a server starting on it writes the
+/// `kubernetes` Service's IPAddress.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_gives_the_kubernetes_service_its_ip_address() {
+    let args = sibling_args();
+    let one = server_with(args()).await;
+    let (code, _) = request(
+        one.addr,
+        "DELETE",
+        &format!("{IP_ADDRESSES}/10.0.0.1"),
+        "",
+        "",
+    )
+    .await;
+    assert_eq!(code, 200);
+    let (code, taken) = create_service(
+        one.addr,
+        "taken",
+        json!({"clusterIP": "10.0.0.1", "ports": [{"port": 80}]}),
+    )
+    .await;
+    assert_eq!(code, 422, "{taken}");
+    let two = server_with(args()).await;
+    let (status, ip) = get_ip_address(two.addr, "10.0.0.1").await;
+    assert_eq!(status, 200, "{ip}");
+    assert_eq!(
+        ip["spec"]["parentRef"],
+        json!({"resource": "services", "namespace": "default", "name": "kubernetes"})
+    );
+    one.shutdown().await;
+    two.shutdown().await;
+}
+
 /// Goal: two servers sharing one etcd never give one address or node port to two Services
 /// while updates that allocate (ExternalName to NodePort) race creates that allocate.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
