@@ -4472,6 +4472,76 @@ async fn a_start_gives_the_kubernetes_service_its_ip_address() {
     two.shutdown().await;
 }
 
+/// Goal: a store written before IPAddresses (a Service and its `ranges/serviceips` record,
+/// written into etcd by hand) keeps the address reserved, and a start gives each in-range
+/// address of a stored Service its IPAddress, as kube's repair loop does; deleting the Service
+/// then deletes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_gives_stored_services_ip_addresses() {
+    let args = sibling_args();
+    let prefix = args().etcd_prefix.unwrap();
+    for (name, ip) in [("old", "10.0.0.40"), ("outside", "192.168.0.9")] {
+        let service = json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}"),
+                "creationTimestamp": "2024-01-01T00:00:00Z"},
+            "spec": {"clusterIP": ip, "clusterIPs": [ip], "ipFamilies": ["IPv4"],
+                "ipFamilyPolicy": "SingleStack", "type": "ClusterIP",
+                "ports": [{"port": 80, "protocol": "TCP", "targetPort": 80}]}});
+        etcdctl_put(
+            &format!("{prefix}/services/default/{name}"),
+            &service.to_string(),
+        )
+        .await;
+        etcdctl_put(
+            &format!("{prefix}/ranges/serviceips/{ip}"),
+            &format!("default/{name}"),
+        )
+        .await;
+    }
+    let server = server_with(args()).await;
+    let addr = server.addr;
+    let (status, ip) = get_ip_address(addr, "10.0.0.40").await;
+    assert_eq!(status, 200, "{ip}");
+    assert_eq!(
+        ip["spec"]["parentRef"],
+        json!({"resource": "services", "namespace": "default", "name": "old"})
+    );
+    assert_eq!(
+        ip["metadata"]["labels"]["ipaddress.kubernetes.io/managed-by"],
+        "ipallocator.k8s.io"
+    );
+    assert_eq!(
+        get_ip_address(addr, "192.168.0.9").await.0,
+        404,
+        "out of range"
+    );
+    let (code, taken) = create_service(
+        addr,
+        "taken",
+        json!({"clusterIP": "10.0.0.40", "ports": [{"port": 80}]}),
+    )
+    .await;
+    assert_eq!(code, 422, "{taken}");
+    let (code, _) = request(
+        addr,
+        "DELETE",
+        "/api/v1/namespaces/default/services/old",
+        "",
+        "",
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(get_ip_address(addr, "10.0.0.40").await.0, 404);
+    let (code, again) = create_service(
+        addr,
+        "again",
+        json!({"clusterIP": "10.0.0.40", "ports": [{"port": 80}]}),
+    )
+    .await;
+    assert_eq!(code, 201, "{again}");
+    server.shutdown().await;
+}
+
 /// Goal: two servers sharing one etcd never give one address or node port to two Services
 /// while updates that allocate (ExternalName to NodePort) race creates that allocate.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -35,7 +35,9 @@
 //!   `<prefix>/ranges/serviceips/<ip>` records instead. Its Services still hold their
 //!   addresses (a cached Service holds what it names, with or without an IPAddress), and a
 //!   record the cache has not seen yet holds its address until the cache has it; no new one is
-//!   written, and a seen one is ignored.
+//!   written, and a seen one is ignored. At start the server gives each in-range address a
+//!   stored Service holds without an IPAddress the allocator's IPAddress, as kube's repair loop
+//!   does (`crate::bootstrap`).
 //! - **What a Service holds**: the addresses in `clusterIP` and `clusterIPs` of a Service that is
 //!   not `ExternalName`; the `nodePort`s of a `NodePort` or `LoadBalancer` Service's ports; the
 //!   `healthCheckNodePort` of a `LoadBalancer` Service with `externalTrafficPolicy: Local`. A
@@ -117,14 +119,15 @@
 //!   IPAddress carries no `managedFields` entry of `kube-apiserver`, and an allocator-labelled
 //!   IPAddress whose parent Service does not hold the address is taken over at once rather
 //!   than after kube's grace period (a client that writes that label and parent gets no
-//!   reservation). There is no repair loop: a Service stored without an IPAddress (by an older
-//!   version of this server) keeps its address without one being created (kube's repair loop
-//!   creates it), except the `kubernetes` Service's, which the bootstrap creates
-//!   (`crate::bootstrap`); an IPAddress deleted by a client while its Service holds the
-//!   address is not created again. A client may create an IPAddress for an address a Service
-//!   holds without one (kube: 409 once its repair loop has created it). The
-//!   `--service-cluster-ip-range` flags are the ranges: other ServiceCIDRs a client creates
-//!   add no addresses to allocate from.
+//!   reservation). kube's repair loop runs all along; here its pass over Services runs once at
+//!   start (`crate::bootstrap`), so an IPAddress a client deletes while its Service holds the
+//!   address comes back only at the next start (the `kubernetes` Service's also when the
+//!   keeper restores that Service), and meanwhile a client may create an IPAddress for that
+//!   address (kube: 409 once its repair loop has created it); the repair's other fixes (an
+//!   IPAddress with a wrong reference or labels) and its events are not done. The allocator's
+//!   IPAddress writes go through no admission (webhooks, policies) and no audit, which
+//!   kube-apiserver's own client's create would. The `--service-cluster-ip-range` flags are
+//!   the ranges: other ServiceCIDRs a client creates add no addresses to allocate from.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Display;
@@ -1163,6 +1166,12 @@ impl ServiceIps {
     #[must_use]
     pub fn range(&self) -> &IpRange {
         &self.range
+    }
+
+    /// Whether `ip` is a usable address of the range.
+    #[must_use]
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        self.offset(ip).is_some()
     }
 
     /// The range's family.
