@@ -123,8 +123,11 @@
 //!   start (`crate::bootstrap`), so an IPAddress a client deletes while its Service holds the
 //!   address comes back only at the next start (the `kubernetes` Service's also when the
 //!   keeper restores that Service), and meanwhile a client may create an IPAddress for that
-//!   address (kube: 409 once its repair loop has created it); the repair's other fixes (an
-//!   IPAddress with a wrong reference or labels) and its events are not done. The allocator's
+//!   address (kube: 409 once its repair loop has created it); the repair's other fixes are
+//!   not done (an orphan is not deleted but taken over by the next claim of its address, so
+//!   one left by a release that missed it — a namespace's deletion reads its Services from the
+//!   cache, which may not have a Service's last address yet — stays listed until then; an
+//!   IPAddress with a wrong reference or labels is left), nor are its events. The allocator's
 //!   IPAddress writes go through no admission (webhooks, policies) and no audit, which
 //!   kube-apiserver's own client's create would. The `--service-cluster-ip-range` flags are
 //!   the ranges: other ServiceCIDRs a client creates add no addresses to allocate from.
