@@ -932,16 +932,6 @@ pub struct Allocators {
     prefix: String,
 }
 
-/// The addresses records hold, beyond those of the cached Services ([`Allocators::reserved`]).
-#[derive(Debug, Default)]
-pub struct Reserved {
-    /// Held whatever the cache says: the IPAddresses that are not an allocator's (a client's
-    /// reservation), and the older records the cache has not seen.
-    pub held: HashSet<IpAddr>,
-    /// The allocator's IPAddresses, taken over once seen when no cached Service holds them.
-    pub records: Vec<KeyValue>,
-}
-
 /// Where the IPAddresses are stored under the registry `prefix`: kube-apiserver's
 /// `<prefix>/ipaddresses/` (the resource's storage prefix, which a test checks).
 fn ip_addresses_prefix(prefix: &str) -> String {
@@ -1083,36 +1073,22 @@ impl Allocators {
         Bytes::from(format!("{}{ip}", ip_addresses_prefix(&self.prefix)))
     }
 
-    /// What the stored IPAddresses (`ip_addresses`, read under [`Self::ip_records_prefix`])
-    /// and the older records (`older`, under [`Self::older_ip_records_prefix`]) say of the
-    /// addresses, for a claim judged at the cache's revision `seen` (see the module docs).
+    /// The addresses the records of an older version of this server (`older`, read under
+    /// [`Self::older_ip_records_prefix`]) hold for a claim judged at the cache's revision
+    /// `seen`: those the cache has not seen (see the module docs).
     #[must_use]
-    pub fn reserved(&self, ip_addresses: Vec<KeyValue>, older: &[KeyValue], seen: u64) -> Reserved {
-        let named = |kv: &KeyValue, prefix: &[u8]| -> Option<IpAddr> {
-            std::str::from_utf8(kv.key.strip_prefix(prefix)?)
-                .ok()?
-                .parse()
-                .ok()
-        };
-        let mut reserved = Reserved::default();
-        let prefix = self.ip_records_prefix();
-        for kv in ip_addresses {
-            let taken_over = serde_json::from_slice::<Value>(&kv.value)
-                .is_ok_and(|object| allocated_for_a_service(&object));
-            if taken_over {
-                reserved.records.push(kv);
-            } else if let Some(ip) = named(&kv, &prefix) {
-                reserved.held.insert(ip);
-            }
-        }
+    pub fn older_held(&self, older: &[KeyValue], seen: u64) -> HashSet<IpAddr> {
         let prefix = self.older_ip_records_prefix();
-        reserved.held.extend(
-            older
-                .iter()
-                .filter(|kv| kv.mod_revision > seen)
-                .filter_map(|kv| named(kv, &prefix)),
-        );
-        reserved
+        older
+            .iter()
+            .filter(|kv| kv.mod_revision > seen)
+            .filter_map(|kv| {
+                std::str::from_utf8(kv.key.strip_prefix(prefix.as_ref())?)
+                    .ok()?
+                    .parse()
+                    .ok()
+            })
+            .collect()
     }
 
     /// The node ports.
@@ -1243,9 +1219,11 @@ impl ServiceIps {
     /// The claim of an address for a new Service: `asked`, or the first free one, scanning the
     /// upper part of the range from `rotate` addresses past its start (wrapping), then the
     /// lower part. `cached` are the addresses held whatever their records say (the cache's
-    /// Services', at the cache's revision `seen`, and the [`Reserved::held`] ones); `records`
-    /// the IPAddresses that are free once seen and not in `cached` ([`Reserved::records`]).
-    /// `record` is the stored IPAddress of a claimed address.
+    /// Services', at the cache's revision `seen`, and [`Allocators::older_held`]); `records`
+    /// the IPAddresses read from the store: one frees its address only when it is the
+    /// allocator's, the cache has seen it and the address is not in `cached` (an orphan, see
+    /// the module docs; a client's always holds it). `record` is the stored IPAddress of a
+    /// claimed address.
     ///
     /// # Errors
     /// See [`Refused`].
@@ -1268,6 +1246,10 @@ impl ServiceIps {
             last: self.last(),
             band: self.static_band(),
             records: &self.records,
+            takeable: |kv| {
+                serde_json::from_slice::<Value>(&kv.value)
+                    .is_ok_and(|object| allocated_for_a_service(&object))
+            },
         };
         let (n, compare, put) = space.claim(
             asked,
@@ -1298,6 +1280,9 @@ struct Space<'a> {
     last: u128,
     band: u128,
     records: &'a str,
+    /// Whether a record the cache has seen frees its slot when no cached Service holds it
+    /// (a node port's record always; an IPAddress when it is the allocator's).
+    takeable: fn(&KeyValue) -> bool,
 }
 
 impl Space<'_> {
@@ -1323,10 +1308,12 @@ impl Space<'_> {
             match records.get(key.as_ref()) {
                 None => Some(Compare::Absent { key }),
                 // A record the cache has seen whose Service no longer holds the slot.
-                Some(kv) if kv.mod_revision <= seen => Some(Compare::ModRevision {
-                    key,
-                    revision: kv.mod_revision,
-                }),
+                Some(kv) if kv.mod_revision <= seen && (self.takeable)(kv) => {
+                    Some(Compare::ModRevision {
+                        key,
+                        revision: kv.mod_revision,
+                    })
+                }
                 Some(_) => None,
             }
         };
@@ -1345,7 +1332,7 @@ impl Space<'_> {
                 return Ok(claim(n, compare));
             }
             return Err(match records.get(key(n).as_ref()) {
-                Some(kv) if kv.mod_revision > seen && !held.contains(&n) => {
+                Some(kv) if kv.mod_revision > seen && !held.contains(&n) && (self.takeable)(kv) => {
                     Refused::Unseen(kv.mod_revision)
                 }
                 _ => Refused::Allocated,
@@ -1450,6 +1437,7 @@ impl NodePorts {
             last: u128::from(self.last),
             band: self.band(),
             records: &self.records,
+            takeable: |_| true,
         };
         let records = index(records);
         let mut taken: HashSet<u128> = held.iter().map(|p| u128::from(*p)).collect();
@@ -1538,7 +1526,8 @@ mod tests {
     fn record(ip: &str, mod_revision: u64) -> KeyValue {
         KeyValue {
             key: Bytes::from(format!("/registry/ipaddresses/{ip}")),
-            value: Bytes::from_static(b"default/x"),
+            // The allocator's IPAddress for a Service.
+            value: owned(ip.parse().unwrap()),
             create_revision: mod_revision,
             mod_revision,
             version: 1,
@@ -1638,40 +1627,56 @@ mod tests {
                 9,
             ),
         ];
-        let reserved = allocators.reserved(stored, &older, 6);
-        assert_eq!(
-            reserved.held,
-            addrs(&["10.0.0.21", "10.0.0.22", "10.0.0.31"])
-        );
-        assert_eq!(reserved.records.len(), 1);
-        assert_eq!(reserved.records[0].key, "/registry/ipaddresses/10.0.0.20");
-        // The allocator's orphan, seen, is taken over on its revision.
+        assert_eq!(allocators.older_held(&older, 6), addrs(&["10.0.0.31"]));
         let range = allocators.ips(Family::V4).unwrap();
-        let claim = range
-            .claim(
-                Some("10.0.0.20".parse().unwrap()),
-                &reserved.held,
-                6,
-                &reserved.records,
+        let claim = |ip: &str, seen| {
+            range.claim(
+                Some(ip.parse().unwrap()),
+                &addrs(&[]),
+                seen,
+                &stored,
                 owned,
                 0,
             )
-            .unwrap();
+        };
+        // The allocator's orphan, seen, is taken over on its revision; unseen, it waits.
+        let taken = claim("10.0.0.20", 6).unwrap();
         assert!(matches!(
-            claim.compare,
+            taken.compare,
             Compare::ModRevision { revision: 5, .. }
         ));
-        for held in ["10.0.0.21", "10.0.0.22", "10.0.0.31"] {
-            let asked = range.claim(
-                Some(held.parse().unwrap()),
-                &reserved.held,
-                6,
-                &reserved.records,
-                owned,
-                0,
+        assert_eq!(claim("10.0.0.20", 4).unwrap_err(), Refused::Unseen(5));
+        // Held by a cached Service, it is allocated.
+        let held = range.claim(
+            Some("10.0.0.20".parse().unwrap()),
+            &addrs(&["10.0.0.20"]),
+            6,
+            &stored,
+            owned,
+            0,
+        );
+        assert_eq!(held.unwrap_err(), Refused::Allocated);
+        for client in ["10.0.0.21", "10.0.0.22"] {
+            assert_eq!(
+                claim(client, 6).unwrap_err(),
+                Refused::Allocated,
+                "{client}"
             );
-            assert_eq!(asked.unwrap_err(), Refused::Allocated, "{held}");
+            assert_eq!(
+                claim(client, 4).unwrap_err(),
+                Refused::Allocated,
+                "{client}"
+            );
         }
+        // Dynamic allocation skips the clients' and takes over the orphan.
+        let dynamic = range
+            .claim(None, &addrs(&[]), 6, &stored, owned, 20 - 17)
+            .unwrap();
+        assert_eq!(dynamic.ip.to_string(), "10.0.0.20");
+        let dynamic = range
+            .claim(None, &addrs(&["10.0.0.20"]), 6, &stored, owned, 20 - 17)
+            .unwrap();
+        assert_eq!(dynamic.ip.to_string(), "10.0.0.23");
     }
 
     /// Goal: a deletion releases every address of a Service, an update those it drops.

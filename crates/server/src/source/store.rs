@@ -2416,9 +2416,8 @@ impl Writer<'_> {
                 // The IPAddresses, and the records of an older version of this server.
                 let ip_addresses = self.records(allocators.ip_records_prefix()).await?;
                 let older = self.records(allocators.older_ip_records_prefix()).await?;
-                let reserved = allocators.reserved(ip_addresses, &older, seen);
                 let mut held = service_ips::held(cached());
-                held.extend(reserved.held);
+                held.extend(allocators.older_held(&older, seen));
                 // Each claimed address's IPAddress, as the allocator stores it.
                 let record = |ip| {
                     let uid = uuid::Uuid::new_v4().to_string();
@@ -2430,7 +2429,7 @@ impl Writer<'_> {
                     let ips = allocators.ips(family).ok_or_else(|| {
                         ApiError::internal(format!("no range of the family {}", family.name()))
                     })?;
-                    match ips.claim(asked, &held, seen, &reserved.records, record, rotate) {
+                    match ips.claim(asked, &held, seen, &ip_addresses, record, rotate) {
                         Ok(claim) => {
                             claimed.push((family, claim.ip));
                             claims.push((claim.compare, claim.put));
