@@ -13,7 +13,9 @@
 //!   - the `default/kubernetes` Service (ClusterIP the first address of
 //!     `--service-cluster-ip-range`, port `https` 443 to the server's port), with its
 //!     Endpoints and EndpointSlice naming the server's address (its kubernetes-service
-//!     controller);
+//!     controller), and the IPAddress of its ClusterIP as its allocator writes it
+//!     (`crate::source::service_ips`; written after the Service, so a store written before
+//!     IPAddresses gets it at the next start);
 //!   - their `default` ServiceAccounts (its serviceaccounts controller's, which
 //!     `controllers::namespaces` also is while serving);
 //!   - the `cluster-admin` ClusterRole and its ClusterRoleBinding to the group
@@ -29,12 +31,17 @@
 //!     `apf.kubernetes.io/autoupdate-spec: "true"` as its config-producer writes them; those
 //!     that exist are then revised, and the unwanted ones deleted, by kube's ensurer rules
 //!     ([`crate::limits::apf::bootstrap`]).
+//! - Each address of a configured range that a stored Service holds without an IPAddress (a
+//!   store written before IPAddresses) gets the allocator's IPAddress at start, as
+//!   kube-apiserver's IPAddress repair loop creates it ([`repair_ip_addresses`]; best effort,
+//!   written where absent and while the Service is as read).
 //! - Every object is stored as kube-apiserver stores it after defaulting: the defaults of its
 //!   kind change none of them (a test checks), and the kinds that keep `metadata.generation`
 //!   have generation 1.
 //! - While serving, what kube-apiserver keeps is created again when deleted
-//!   ([`kept`], by `controllers::keeper`): the `kubernetes` Service, Endpoints and
-//!   EndpointSlice (kube's kubernetes-service controller reconciles them every 10 s), the
+//!   ([`kept`], by `controllers::keeper`): the `kubernetes` Service (with its IPAddress),
+//!   Endpoints and EndpointSlice (kube's kubernetes-service controller reconciles them every
+//!   10 s), the
 //!   `kubernetes` ServiceCIDR (its kubernetes-service-cidr-controller, every 10 s too) and the
 //!   flow-control configuration, mandatory and suggested (its config-producer, which also
 //!   revises them while serving: [`crate::limits::apf::bootstrap`]). The rest comes back at the next
@@ -143,6 +150,20 @@ fn seeds(ranges: &[IpRange], server: SocketAddr, now: &str) -> Vec<Seed> {
                 },
                 "status": {"loadBalancer": {}},
             }),
+        },
+        // Its address's IPAddress, as kube-apiserver's allocator writes it (its uid and
+        // creation time are stamped below), after the Service: until it is written the
+        // cached Service holds the address.
+        Seed {
+            plural: "ipaddresses",
+            group: "networking.k8s.io",
+            namespace: "",
+            body: crate::source::service_ips::ip_address(
+                service_ip,
+                ("default", "kubernetes"),
+                "",
+                now,
+            ),
         },
         Seed {
             plural: "endpoints",
@@ -330,7 +351,81 @@ pub async fn bootstrap(
     server: SocketAddr,
 ) -> Result<(), StartError> {
     ensure(store, prefix, ranges, server, |_| true).await?;
+    repair_ip_addresses(store, prefix, ranges).await;
     crate::limits::apf::bootstrap::ensure(store, prefix).await
+}
+
+/// Services read per page by [`repair_ip_addresses`].
+const REPAIR_PAGE: usize = 500;
+
+/// kube-apiserver's IPAddress repair loop's pass over Services (`repairip.go`'s
+/// `syncService`), once at start: each address of a configured range that a stored Service
+/// holds without an IPAddress (a store written by a version of this server from before
+/// IPAddresses) gets the allocator's IPAddress, written where it is absent and the Service is
+/// as read. Best effort: a failed read or write is logged and leaves the address held by its
+/// cached Service, as before (see `crate::source::service_ips`); it never stops the start.
+async fn repair_ip_addresses(store: &AnyStore, prefix: &str, ranges: &[IpRange]) {
+    use crate::source::service_ips;
+    use watchkeeper_store::{RangeRequest, StartKey};
+    let allocators = service_ips::Allocators::new(ranges, (0, 0), prefix);
+    let defs = builtin_resources();
+    let Some(services) = defs
+        .iter()
+        .find(|d| d.group.is_empty() && d.plural == "services")
+    else {
+        return;
+    };
+    let services_prefix = bytes::Bytes::from(format!("{prefix}/{}/", services.storage_prefix()));
+    let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    let mut start = None;
+    loop {
+        let mut request = RangeRequest::prefix(services_prefix.clone()).with_limit(REPAIR_PAGE);
+        if let Some(last) = start.take() {
+            request = request.starting(StartKey::Exclusive(last));
+        }
+        let page = match store.range(request).await {
+            Ok(page) => page,
+            Err(error) => {
+                tracing::warn!(%error, "reading Services to give their addresses IPAddresses");
+                return;
+            }
+        };
+        for kv in &page.kvs {
+            let Ok(service) = serde_json::from_slice::<Value>(&kv.value) else {
+                continue;
+            };
+            let text = |path: &str| service.pointer(path).and_then(Value::as_str).unwrap_or("");
+            let owner = (text("/metadata/namespace"), text("/metadata/name"));
+            for ip in service_ips::held(std::iter::once(&service)) {
+                let in_range = allocators
+                    .ips(service_ips::Family::of(ip))
+                    .is_some_and(|range| range.contains(ip));
+                if !in_range {
+                    continue;
+                }
+                let key = allocators.ip_address_key(ip);
+                let uid = uuid::Uuid::new_v4().to_string();
+                let object = service_ips::ip_address(ip, owner, &uid, &now);
+                let request = TxnRequest::default()
+                    .when(Compare::Absent { key: key.clone() })
+                    .when(Compare::ModRevision {
+                        key: kv.key.clone(),
+                        revision: kv.mod_revision,
+                    })
+                    .then(TxnOp::Put {
+                        key,
+                        value: bytes::Bytes::from(object.to_string()),
+                    });
+                if let Err(error) = store.txn(request).await {
+                    tracing::warn!(%error, %ip, "writing the IPAddress of a Service's address");
+                }
+            }
+        }
+        match page.kvs.last() {
+            Some(last) if page.more => start = Some(last.key.clone()),
+            _ => return,
+        }
+    }
 }
 
 /// Creates the objects kube-apiserver keeps ([`kept`]) that are missing under `prefix`.
@@ -345,6 +440,9 @@ pub async fn restore_kept(
 ) -> Result<(), StartError> {
     ensure(store, prefix, ranges, server, |seed| {
         kept(seed.group, seed.plural, seed.namespace, seed.name())
+            // The `kubernetes` Service's IPAddress, created again with the Service (deleting
+            // the Service deleted it).
+            || (seed.group, seed.plural) == ("networking.k8s.io", "ipaddresses")
     })
     .await?;
     crate::limits::apf::bootstrap::ensure(store, prefix).await

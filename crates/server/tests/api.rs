@@ -3,6 +3,7 @@
 //! fails the etcd tests with a message, it never skips them).
 
 mod common;
+mod kubectl_support;
 
 use common::*;
 use serde_json::{Value, json};
@@ -4089,6 +4090,455 @@ async fn service_updates_refuse_what_kube_apiserver_refuses() {
         status["status"]["loadBalancer"]["ingress"][0]["ip"],
         "192.0.2.1"
     );
+    server.shutdown().await;
+}
+
+const IP_ADDRESSES: &str = "/apis/networking.k8s.io/v1/ipaddresses";
+
+/// An IPAddress as a client creates it.
+fn ip_address_object(name: &str, parent: Value) -> Value {
+    json!({"apiVersion": "networking.k8s.io/v1", "kind": "IPAddress",
+        "metadata": {"name": name}, "spec": {"parentRef": parent}})
+}
+
+/// The stored IPAddress `name`: its status code and body.
+async fn get_ip_address(addr: std::net::SocketAddr, name: &str) -> (u16, Value) {
+    get_json(addr, &format!("{IP_ADDRESSES}/{name}")).await
+}
+
+/// Waits (within the hang guard) until the IPAddress `name` is gone.
+async fn until_ip_address_gone(addr: std::net::SocketAddr, name: &str) {
+    tokio::time::timeout(HANG_GUARD, async {
+        while get_ip_address(addr, name).await.0 != 404 {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("the IPAddress {name} deleted"));
+}
+
+/// Goal: each Service ClusterIP is an IPAddress as kube-apiserver 1.33's allocator writes it
+/// (named by the address, labelled with its family and the allocator, its parentRef the
+/// Service), listed and watched; the `kubernetes` Service's address has one from the start;
+/// deleting the Service (or its namespace), or an update to ExternalName, deletes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_cluster_ips_are_ip_addresses() {
+    let (server, _dir) = start("memory").await;
+    let addr = server.addr;
+    let (status, list) = get_json(addr, IP_ADDRESSES).await;
+    assert_eq!(status, 200, "{list}");
+    let items = list["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "{list}");
+    assert_eq!(items[0]["metadata"]["name"], "10.0.0.1");
+    assert_eq!(
+        items[0]["spec"]["parentRef"],
+        json!({"resource": "services", "namespace": "default", "name": "kubernetes"})
+    );
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut watch = WatchReader::open(
+        addr,
+        &format!("{IP_ADDRESSES}?watch=true&resourceVersion={rv}"),
+        None,
+    )
+    .await;
+    let ports = json!([{"port": 80}]);
+    let (code, web) = create_service(addr, "web", json!({"ports": ports})).await;
+    assert_eq!(code, 201, "{web}");
+    assert_eq!(cluster_ip(&web), "10.0.0.17");
+    let (status, ip) = get_ip_address(addr, "10.0.0.17").await;
+    assert_eq!(status, 200, "{ip}");
+    assert_eq!(
+        ip["metadata"]["labels"],
+        json!({"ipaddress.kubernetes.io/ip-family": "IPv4",
+            "ipaddress.kubernetes.io/managed-by": "ipallocator.k8s.io"})
+    );
+    assert_eq!(
+        ip["spec"]["parentRef"],
+        json!({"resource": "services", "namespace": "default", "name": "web"})
+    );
+    assert!(
+        ip["metadata"]["uid"]
+            .as_str()
+            .is_some_and(|u| !u.is_empty()),
+        "{ip}"
+    );
+    let event = watch.next().await.expect("an event");
+    assert_eq!(event["type"], "ADDED");
+    assert_eq!(event["object"]["metadata"]["name"], "10.0.0.17");
+    let k = kubectl_support::Kubectl::new(addr);
+    let table = k.ok(&["get", "ipaddresses"]).await;
+    let rows: Vec<Vec<&str>> = table
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            vec!["10.0.0.1", "services/default/kubernetes"],
+            vec!["10.0.0.17", "services/default/web"],
+        ]
+    );
+
+    let (code, _) = request(
+        addr,
+        "DELETE",
+        "/api/v1/namespaces/default/services/web",
+        "",
+        "",
+    )
+    .await;
+    assert_eq!(code, 200);
+    let event = watch.next().await.expect("an event");
+    assert_eq!(event["type"], "DELETED");
+    assert_eq!(event["object"]["metadata"]["name"], "10.0.0.17");
+    assert_eq!(get_ip_address(addr, "10.0.0.17").await.0, 404);
+
+    // A Service held by a finalizer keeps its address until the update that removes it.
+    let held = json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "held", "finalizers": ["example.com/hold"]},
+        "spec": {"ports": ports}});
+    let (code, held) = send_json(addr, "POST", "/api/v1/namespaces/default/services", &held).await;
+    assert_eq!(code, 201, "{held}");
+    let held_ip = cluster_ip(&held).to_owned();
+    let (code, _) = request(
+        addr,
+        "DELETE",
+        "/api/v1/namespaces/default/services/held",
+        "",
+        "",
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(get_ip_address(addr, &held_ip).await.0, 200, "marked only");
+    let body = merge_patch(
+        addr,
+        "/api/v1/namespaces/default/services/held",
+        r#"{"metadata": {"finalizers": null}}"#,
+    )
+    .await;
+    assert!(body["metadata"]["deletionTimestamp"].is_string(), "{body}");
+    assert_eq!(get_ip_address(addr, &held_ip).await.0, 404);
+
+    // An update to ExternalName drops the address.
+    let (code, named) = create_service(addr, "named", json!({"ports": ports})).await;
+    assert_eq!(code, 201, "{named}");
+    let named_ip = cluster_ip(&named).to_owned();
+    assert_eq!(get_ip_address(addr, &named_ip).await.0, 200);
+    let (code, body) = patch_spec(
+        addr,
+        "named",
+        json!({"type": "ExternalName", "externalName": "example.com"}),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(get_ip_address(addr, &named_ip).await.0, 404);
+
+    // A namespace's deletion takes its Services' IPAddresses: one terminating (the namespace
+    // controller deletes what it holds), one without finalizers (deleted at once).
+    for (namespace, finalized) in [("gone", false), ("bare", true)] {
+        let (code, body) = send_json(
+            addr,
+            "POST",
+            "/api/v1/namespaces",
+            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
+        )
+        .await;
+        assert_eq!(code, 201, "{body}");
+        if finalized {
+            let mut bare = body.clone();
+            bare["spec"]["finalizers"] = json!([]);
+            let path = format!("/api/v1/namespaces/{namespace}/finalize");
+            let (code, body) = send_json(addr, "PUT", &path, &bare).await;
+            assert_eq!(code, 200, "{body}");
+        }
+        let service = json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "inner"}, "spec": {"ports": ports}});
+        let path = format!("/api/v1/namespaces/{namespace}/services");
+        let (code, inner) = send_json(addr, "POST", &path, &service).await;
+        assert_eq!(code, 201, "{inner}");
+        let inner_ip = cluster_ip(&inner).to_owned();
+        let (_, ip) = get_ip_address(addr, &inner_ip).await;
+        assert_eq!(ip["spec"]["parentRef"]["namespace"], namespace);
+        let path = format!("/api/v1/namespaces/{namespace}");
+        let (code, _) = request(addr, "DELETE", &path, "", "").await;
+        assert_eq!(code, 200);
+        until_ip_address_gone(addr, &inner_ip).await;
+    }
+    server.shutdown().await;
+}
+
+/// Goal: an IPAddress a client creates reserves its address (an asked one is refused with
+/// kube-apiserver's 422, automatic allocation skips it), and one can not be created for an
+/// address a Service holds (409); a Service of a store written before IPAddresses (here: its
+/// IPAddress deleted) keeps its address; an allocator's IPAddress whose Service does not hold
+/// the address is an orphan, taken over by the next claim (kube's repair loop deletes it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_ip_addresses_reserve_their_address() {
+    let (server, _dir) = start("memory").await;
+    let addr = server.addr;
+    let ports = json!([{"port": 80}]);
+    let gateway = json!({"group": "gateway.networking.k8s.io", "resource": "gateways",
+        "namespace": "default", "name": "gw"});
+    for name in ["10.0.0.5", "10.0.0.17"] {
+        let (code, body) = send_json(
+            addr,
+            "POST",
+            IP_ADDRESSES,
+            &ip_address_object(name, gateway.clone()),
+        )
+        .await;
+        assert_eq!(code, 201, "{body}");
+    }
+    let (code, taken) = create_service(
+        addr,
+        "taken",
+        json!({"clusterIP": "10.0.0.5", "ports": ports}),
+    )
+    .await;
+    assert_eq!(code, 422, "{taken}");
+    assert_eq!(
+        taken["message"],
+        "Service \"taken\" is invalid: spec.clusterIPs: Invalid value: []string{\"10.0.0.5\"}: failed to allocate IP 10.0.0.5: provided IP is already allocated"
+    );
+    let (code, web) = create_service(addr, "web", json!({"ports": ports})).await;
+    assert_eq!(code, 201, "{web}");
+    assert_eq!(cluster_ip(&web), "10.0.0.18", "10.0.0.17 is reserved");
+    let (_, reserved) = get_ip_address(addr, "10.0.0.17").await;
+    assert_eq!(reserved["spec"]["parentRef"], gateway, "the client's stays");
+
+    // An IPAddress naming a Service, for an address a Service holds.
+    let web_parent =
+        json!({"group": "", "resource": "services", "namespace": "default", "name": "web"});
+    let (code, exists) = send_json(
+        addr,
+        "POST",
+        IP_ADDRESSES,
+        &ip_address_object("10.0.0.18", web_parent.clone()),
+    )
+    .await;
+    assert_eq!(code, 409, "{exists}");
+    assert_eq!(exists["reason"], "AlreadyExists");
+    assert_eq!(
+        exists["message"],
+        "ipaddresses.networking.k8s.io \"10.0.0.18\" already exists"
+    );
+
+    // Without its IPAddress (as an older version stored it) the Service keeps its address.
+    let (code, _) = request(addr, "DELETE", &format!("{IP_ADDRESSES}/10.0.0.18"), "", "").await;
+    assert_eq!(code, 200);
+    let (code, second) = create_service(
+        addr,
+        "second",
+        json!({"clusterIP": "10.0.0.18", "ports": ports}),
+    )
+    .await;
+    assert_eq!(code, 422, "{second}");
+
+    // An allocator's orphan (its Service does not hold the address) is taken over.
+    let mut orphan = ip_address_object(
+        "10.0.0.6",
+        json!({"resource": "services", "namespace": "default", "name": "ghost"}),
+    );
+    orphan["metadata"]["labels"] = json!({"ipaddress.kubernetes.io/ip-family": "IPv4",
+        "ipaddress.kubernetes.io/managed-by": "ipallocator.k8s.io"});
+    let (code, body) = send_json(addr, "POST", IP_ADDRESSES, &orphan).await;
+    assert_eq!(code, 201, "{body}");
+    let (code, adopted) = create_service(
+        addr,
+        "adopted",
+        json!({"clusterIP": "10.0.0.6", "ports": ports}),
+    )
+    .await;
+    assert_eq!(code, 201, "{adopted}");
+    let (_, ip) = get_ip_address(addr, "10.0.0.6").await;
+    assert_eq!(ip["spec"]["parentRef"]["name"], "adopted");
+    server.shutdown().await;
+}
+
+/// Goal: a dual-stack Service has an IPAddress per address (the IPv6 one named in canonical
+/// form and labelled IPv6); back to `SingleStack`, the secondary's goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dual_stack_services_get_an_ip_address_per_family() {
+    let server = server_with(ServeArgs {
+        service_cluster_ip_range: Some("10.0.0.0/24,fd00::/108".into()),
+        ..ServeArgs::default()
+    })
+    .await;
+    let addr = server.addr;
+    let (code, dual) = create_service(
+        addr,
+        "dual",
+        json!({"ipFamilyPolicy": "RequireDualStack", "ports": [{"port": 80}]}),
+    )
+    .await;
+    assert_eq!(code, 201, "{dual}");
+    assert_eq!(
+        dual["spec"]["clusterIPs"],
+        json!(["10.0.0.17", "fd00::101"])
+    );
+    for (name, family) in [("10.0.0.17", "IPv4"), ("fd00::101", "IPv6")] {
+        let (status, ip) = get_ip_address(addr, name).await;
+        assert_eq!(status, 200, "{name}: {ip}");
+        assert_eq!(
+            ip["metadata"]["labels"]["ipaddress.kubernetes.io/ip-family"],
+            family
+        );
+        assert_eq!(ip["spec"]["parentRef"]["name"], "dual");
+    }
+    let (code, body) = patch_spec(addr, "dual", json!({"ipFamilyPolicy": "SingleStack"})).await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(get_ip_address(addr, "fd00::101").await.0, 404);
+    assert_eq!(get_ip_address(addr, "10.0.0.17").await.0, 200);
+    server.shutdown().await;
+}
+
+/// Goal: across two servers sharing one etcd, an IPAddress written through one reserves its
+/// address on the other, and a Service deleted through one takes its IPAddress with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sibling_servers_share_ip_addresses() {
+    let args = sibling_args();
+    let one = server_with(args()).await;
+    let two = server_with(args()).await;
+    let ports = json!([{"port": 80}]);
+    let (code, body) = send_json(
+        one.addr,
+        "POST",
+        IP_ADDRESSES,
+        &ip_address_object("10.0.0.5", json!({"resource": "gateways", "name": "gw"})),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    let (code, taken) = create_service(
+        two.addr,
+        "taken",
+        json!({"clusterIP": "10.0.0.5", "ports": ports}),
+    )
+    .await;
+    assert_eq!(code, 422, "{taken}");
+    let (code, web) = create_service(one.addr, "web", json!({"ports": ports})).await;
+    assert_eq!(code, 201, "{web}");
+    let ip = cluster_ip(&web).to_owned();
+    assert_eq!(get_ip_address(two.addr, &ip).await.0, 200);
+    let (code, _) = request(
+        two.addr,
+        "DELETE",
+        "/api/v1/namespaces/default/services/web",
+        "",
+        "",
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(get_ip_address(two.addr, &ip).await.0, 404);
+    until_ip_address_gone(one.addr, &ip).await;
+    one.shutdown().await;
+    two.shutdown().await;
+}
+
+/// Goal: a store written before IPAddresses (here: the `kubernetes` Service's IPAddress
+/// deleted) keeps the Service's address reserved, and a server starting on it writes the
+/// `kubernetes` Service's IPAddress.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_gives_the_kubernetes_service_its_ip_address() {
+    let args = sibling_args();
+    let one = server_with(args()).await;
+    let (code, _) = request(
+        one.addr,
+        "DELETE",
+        &format!("{IP_ADDRESSES}/10.0.0.1"),
+        "",
+        "",
+    )
+    .await;
+    assert_eq!(code, 200);
+    let (code, taken) = create_service(
+        one.addr,
+        "taken",
+        json!({"clusterIP": "10.0.0.1", "ports": [{"port": 80}]}),
+    )
+    .await;
+    assert_eq!(code, 422, "{taken}");
+    let two = server_with(args()).await;
+    let (status, ip) = get_ip_address(two.addr, "10.0.0.1").await;
+    assert_eq!(status, 200, "{ip}");
+    assert_eq!(
+        ip["spec"]["parentRef"],
+        json!({"resource": "services", "namespace": "default", "name": "kubernetes"})
+    );
+    one.shutdown().await;
+    two.shutdown().await;
+}
+
+/// Goal: a store written before IPAddresses (a Service and its `ranges/serviceips` record,
+/// written into etcd by hand) keeps the address reserved, and a start gives each in-range
+/// address of a stored Service its IPAddress, as kube's repair loop does; deleting the Service
+/// then deletes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_gives_stored_services_ip_addresses() {
+    let args = sibling_args();
+    let prefix = args().etcd_prefix.unwrap();
+    for (name, ip) in [("old", "10.0.0.40"), ("outside", "192.168.0.9")] {
+        let service = json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}"),
+                "creationTimestamp": "2024-01-01T00:00:00Z"},
+            "spec": {"clusterIP": ip, "clusterIPs": [ip], "ipFamilies": ["IPv4"],
+                "ipFamilyPolicy": "SingleStack", "type": "ClusterIP",
+                "ports": [{"port": 80, "protocol": "TCP", "targetPort": 80}]}});
+        etcdctl_put(
+            &format!("{prefix}/services/default/{name}"),
+            &service.to_string(),
+        )
+        .await;
+        etcdctl_put(
+            &format!("{prefix}/ranges/serviceips/{ip}"),
+            &format!("default/{name}"),
+        )
+        .await;
+    }
+    let server = server_with(args()).await;
+    let addr = server.addr;
+    let (status, ip) = get_ip_address(addr, "10.0.0.40").await;
+    assert_eq!(status, 200, "{ip}");
+    assert_eq!(
+        ip["spec"]["parentRef"],
+        json!({"resource": "services", "namespace": "default", "name": "old"})
+    );
+    assert_eq!(
+        ip["metadata"]["labels"]["ipaddress.kubernetes.io/managed-by"],
+        "ipallocator.k8s.io"
+    );
+    assert_eq!(
+        get_ip_address(addr, "192.168.0.9").await.0,
+        404,
+        "out of range"
+    );
+    let (code, taken) = create_service(
+        addr,
+        "taken",
+        json!({"clusterIP": "10.0.0.40", "ports": [{"port": 80}]}),
+    )
+    .await;
+    assert_eq!(code, 422, "{taken}");
+    let (code, _) = request(
+        addr,
+        "DELETE",
+        "/api/v1/namespaces/default/services/old",
+        "",
+        "",
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(get_ip_address(addr, "10.0.0.40").await.0, 404);
+    let (code, again) = create_service(
+        addr,
+        "again",
+        json!({"clusterIP": "10.0.0.40", "ports": [{"port": 80}]}),
+    )
+    .await;
+    assert_eq!(code, 201, "{again}");
     server.shutdown().await;
 }
 

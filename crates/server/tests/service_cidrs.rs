@@ -222,6 +222,8 @@ async fn ip_addresses_are_named_by_canonical_addresses() {
         rows,
         [
             vec!["NAME", "PARENTREF"],
+            // The `kubernetes` Service's, written by the allocator at bootstrap.
+            vec!["10.0.0.1", "services/default/kubernetes"],
             vec!["10.0.0.9", "services/default/web"],
             vec!["2001:db8::1", "services/default/web"],
         ]

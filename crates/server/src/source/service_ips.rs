@@ -1,23 +1,51 @@
 //! ClusterIP, node port and health check node port allocation for Services, as kube-apiserver's
 //! Service registry does it on create and update (`pkg/registry/core/service/storage`:
-//! `beginCreate`, `beginUpdate`, `alloc.go`; the strategy's `dropTypeDependentFields`).
+//! `beginCreate`, `beginUpdate`, `alloc.go`; the strategy's `dropTypeDependentFields`), with
+//! kube-apiserver 1.33's IPAddress-backed address allocator
+//! (`pkg/registry/core/service/ipallocator/ipallocator.go`, MultiCIDRServiceAllocator).
 //!
 //! ## Guarantees
 //! - **No two Services hold one address or one node port**, across servers sharing a store.
-//!   Every address or port a write gives a Service that its stored version did not hold is a
-//!   record `<prefix>/ranges/serviceips/<ip>` or `<prefix>/ranges/servicenodeports/<port>`
-//!   (value: the Service's `namespace/name`) written in the Service's own create or update
-//!   transaction, on the condition that the record is absent or still the stale one that was
-//!   read (its mod revision); an update's transaction also compares the Service's own revision.
-//!   Two writes racing for one address: one transaction fails on the record and tries again.
+//!   Every address a write gives a Service that its stored version did not hold is a
+//!   `networking.k8s.io/v1` **IPAddress** object named by the address (IPv6 in canonical form),
+//!   labelled `ipaddress.kubernetes.io/ip-family: IPv4|IPv6` and
+//!   `ipaddress.kubernetes.io/managed-by: ipallocator.k8s.io`, with `spec.parentRef`
+//!   `{resource: services, namespace, name}` ([`ip_address`]); every node port is a record
+//!   `<prefix>/ranges/servicenodeports/<port>` (value: the Service's `namespace/name`). Both
+//!   are written in the Service's own create or update transaction, on the condition that the
+//!   key is absent or still the stale one that was read (its mod revision); an update's
+//!   transaction also compares the Service's own revision. Two writes racing for one address:
+//!   one transaction fails on the record and tries again. The IPAddress objects are served
+//!   (`kubectl get ipaddresses` lists one per Service address) and watched like any other.
+//! - **Releases are written with the Service**: the transaction that deletes a Service (a
+//!   DELETE, one of a collection or of the garbage collector, the update that removes its last
+//!   finalizer, its namespace's deletion) or an update that drops an address (to
+//!   `ExternalName`, or to `SingleStack` from two families) also deletes the address's
+//!   IPAddress, on its mod revision as read, when its `parentRef` names the Service.
+//! - **What holds an address**: a cached Service whose addresses include it; any IPAddress of
+//!   that name — one a client created reserves the address whatever its parent (a Service
+//!   asking for it is refused, automatic allocation skips it) — unless it is an allocator's
+//!   orphan: labelled `managed-by: ipallocator.k8s.io`, naming a Service as parent, seen by the
+//!   cache (mod revision ≤ the cache's revision) and held by no cached Service; an orphan is
+//!   taken over by the claim's transaction (on its mod revision), as kube-apiserver's repair
+//!   loop (`repairip.go`) deletes orphans. So no release step a crash could skip is needed for
+//!   correctness: a release the Service's transaction did not write is repaired at the next
+//!   claim of the address.
+//! - **Stores written before IPAddresses**: an older version of this server wrote
+//!   `<prefix>/ranges/serviceips/<ip>` records instead. Its Services still hold their
+//!   addresses (a cached Service holds what it names, with or without an IPAddress), and a
+//!   record the cache has not seen yet holds its address until the cache has it; no new one is
+//!   written, and a seen one is ignored. At start the server gives each in-range address a
+//!   stored Service holds without an IPAddress the allocator's IPAddress, as kube's repair loop
+//!   does (`crate::bootstrap`).
 //! - **What a Service holds**: the addresses in `clusterIP` and `clusterIPs` of a Service that is
 //!   not `ExternalName`; the `nodePort`s of a `NodePort` or `LoadBalancer` Service's ports; the
-//!   `healthCheckNodePort` of a `LoadBalancer` Service with `externalTrafficPolicy: Local`. An
-//!   address or port is **free** when no cached Service holds it and its record, if any, is
-//!   one the cache has seen (mod revision ≤ the cache's revision). So deleting a Service, or an
-//!   update that drops what it held, frees it without a release step that a crash could skip
-//!   (kube-apiserver runs a repair loop for those). An asked address or port whose record is
-//!   newer than the cache waits for the cache to see it before it is judged.
+//!   `healthCheckNodePort` of a `LoadBalancer` Service with `externalTrafficPolicy: Local`. A
+//!   node port is **free** when no cached Service holds it and its record, if any, is one the
+//!   cache has seen (mod revision ≤ the cache's revision), so deleting a Service, or an update
+//!   that drops one, frees it without a release step; an address is free as said above. An
+//!   asked address or port whose record (an allocator's IPAddress) is newer than the cache
+//!   waits for the cache to see it before it is judged.
 //! - **Create**: a Service without `spec.clusterIP` (not headless `None`, not `ExternalName`)
 //!   gets a free address of the range of each of its `ipFamilies`; an asked one is claimed when
 //!   it lies in the range and is free, else 422 with kube-apiserver's wording (`spec.clusterIPs:
@@ -85,6 +113,24 @@
 //!   invalid, kube answers the refused claim and this server the validation's causes; an
 //!   `ExternalName` Service's stray `nodePort`s are not held (kube-apiserver neither allocates
 //!   nor releases them), so a change of it to `NodePort` claims them.
+//! - Differs from kube (IPAddresses): kube-apiserver creates the IPAddress through its own
+//!   client before the Service is stored and deletes it after (a crash between leaves an orphan
+//!   its repair loop deletes after 60 s); here both are one transaction, so the allocator's
+//!   IPAddress carries no `managedFields` entry of `kube-apiserver`, and an allocator-labelled
+//!   IPAddress whose parent Service does not hold the address is taken over at once rather
+//!   than after kube's grace period (a client that writes that label and parent gets no
+//!   reservation). kube's repair loop runs all along; here its pass over Services runs once at
+//!   start (`crate::bootstrap`), so an IPAddress a client deletes while its Service holds the
+//!   address comes back only at the next start (the `kubernetes` Service's also when the
+//!   keeper restores that Service), and meanwhile a client may create an IPAddress for that
+//!   address (kube: 409 once its repair loop has created it); the repair's other fixes are
+//!   not done (an orphan is not deleted but taken over by the next claim of its address, so
+//!   one left by a release that missed it — a namespace's deletion reads its Services from the
+//!   cache, which may not have a Service's last address yet — stays listed until then; an
+//!   IPAddress with a wrong reference or labels is left), nor are its events. The allocator's
+//!   IPAddress writes go through no admission (webhooks, policies) and no audit, which
+//!   kube-apiserver's own client's create would. The `--service-cluster-ip-range` flags are
+//!   the ranges: other ServiceCIDRs a client creates add no addresses to allocate from.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Display;
@@ -882,6 +928,80 @@ pub enum OutOfRange<'a> {
 pub struct Allocators {
     ips: Vec<ServiceIps>,
     ports: NodePorts,
+    /// The registry prefix.
+    prefix: String,
+}
+
+/// Where the IPAddresses are stored under the registry `prefix`: kube-apiserver's
+/// `<prefix>/ipaddresses/` (the resource's storage prefix, which a test checks).
+fn ip_addresses_prefix(prefix: &str) -> String {
+    format!("{prefix}/ipaddresses/")
+}
+
+/// `networkingv1.LabelIPAddressFamily`.
+pub const FAMILY_LABEL: &str = "ipaddress.kubernetes.io/ip-family";
+/// `networkingv1.LabelManagedBy`.
+pub const MANAGED_BY_LABEL: &str = "ipaddress.kubernetes.io/managed-by";
+/// kube-apiserver's address allocator (`ipallocator.ControllerName`).
+pub const MANAGED_BY: &str = "ipallocator.k8s.io";
+
+/// The IPAddress the allocator stores for `ip` of the Service `namespace/name` (kube's
+/// `createIPAddress`), with its `uid` and `creationTimestamp`.
+#[must_use]
+pub fn ip_address(ip: IpAddr, (namespace, name): (&str, &str), uid: &str, created: &str) -> Value {
+    json!({
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "IPAddress",
+        "metadata": {
+            "name": ip.to_string(),
+            "uid": uid,
+            "creationTimestamp": created,
+            "labels": {
+                FAMILY_LABEL: Family::of(ip).name(),
+                MANAGED_BY_LABEL: MANAGED_BY,
+            },
+        },
+        "spec": {"parentRef": {"resource": "services", "namespace": namespace, "name": name}},
+    })
+}
+
+/// The `spec.parentRef` of an IPAddress when it names a Service: its namespace and name.
+fn parent_service(ip_address: &Value) -> Option<(&str, &str)> {
+    let parent = ip_address.pointer("/spec/parentRef")?;
+    let field = |key: &str| parent.get(key).and_then(Value::as_str).unwrap_or_default();
+    (field("group").is_empty() && field("resource") == "services")
+        .then(|| (field("namespace"), field("name")))
+}
+
+/// Whether an IPAddress is the allocator's, for a Service (kube's repair loop deletes those
+/// whose Service does not hold the address).
+fn allocated_for_a_service(ip_address: &Value) -> bool {
+    ip_address
+        .pointer("/metadata/labels")
+        .and_then(|labels| labels.get(MANAGED_BY_LABEL))
+        .and_then(Value::as_str)
+        == Some(MANAGED_BY)
+        && parent_service(ip_address).is_some()
+}
+
+/// Whether the IPAddress `ip_address` names the Service `namespace/name` as its parent.
+#[must_use]
+pub fn names_service(ip_address: &Value, namespace: &str, name: &str) -> bool {
+    parent_service(ip_address) == Some((namespace, name))
+}
+
+/// The addresses the Service `old` holds that `new` (none: the Service is deleted) does not.
+#[must_use]
+pub fn released(old: &Value, new: Option<&Value>) -> Vec<IpAddr> {
+    let kept = new
+        .map(|new| held(std::iter::once(new)))
+        .unwrap_or_default();
+    let mut released: Vec<IpAddr> = held(std::iter::once(old))
+        .into_iter()
+        .filter(|ip| !kept.contains(ip))
+        .collect();
+    released.sort_unstable();
+    released
 }
 
 impl Allocators {
@@ -895,6 +1015,7 @@ impl Allocators {
                 .map(|range| ServiceIps::new(*range, prefix))
                 .collect(),
             ports: NodePorts::new(ports.0, ports.1, prefix),
+            prefix: prefix.to_owned(),
         }
     }
 
@@ -933,13 +1054,41 @@ impl Allocators {
         self.ips.iter().find(|ips| ips.family() == family)
     }
 
-    /// The prefix of every address record (one for both families).
+    /// The prefix of every address record, the IPAddresses (one for both families).
     #[must_use]
     pub fn ip_records_prefix(&self) -> Bytes {
-        self.ips
-            .first()
-            .map(ServiceIps::records_prefix)
-            .unwrap_or_default()
+        Bytes::from(ip_addresses_prefix(&self.prefix))
+    }
+
+    /// The prefix of the address records an older version of this server wrote
+    /// (`<prefix>/ranges/serviceips/`), read and never written.
+    #[must_use]
+    pub fn older_ip_records_prefix(&self) -> Bytes {
+        Bytes::from(format!("{}/ranges/serviceips/", self.prefix))
+    }
+
+    /// The store key of the IPAddress of `ip`.
+    #[must_use]
+    pub fn ip_address_key(&self, ip: IpAddr) -> Bytes {
+        Bytes::from(format!("{}{ip}", ip_addresses_prefix(&self.prefix)))
+    }
+
+    /// The addresses the records of an older version of this server (`older`, read under
+    /// [`Self::older_ip_records_prefix`]) hold for a claim judged at the cache's revision
+    /// `seen`: those the cache has not seen (see the module docs).
+    #[must_use]
+    pub fn older_held(&self, older: &[KeyValue], seen: u64) -> HashSet<IpAddr> {
+        let prefix = self.older_ip_records_prefix();
+        older
+            .iter()
+            .filter(|kv| kv.mod_revision > seen)
+            .filter_map(|kv| {
+                std::str::from_utf8(kv.key.strip_prefix(prefix.as_ref())?)
+                    .ok()?
+                    .parse()
+                    .ok()
+            })
+            .collect()
     }
 
     /// The node ports.
@@ -949,11 +1098,11 @@ impl Allocators {
     }
 }
 
-/// The addresses of one range, and their allocation records in the store.
+/// The addresses of one range, and their allocation records in the store (IPAddresses).
 #[derive(Clone, Debug)]
 pub struct ServiceIps {
     range: IpRange,
-    /// `<prefix>/ranges/serviceips/`.
+    /// `<prefix>/ipaddresses/`.
     records: String,
 }
 
@@ -988,7 +1137,7 @@ impl ServiceIps {
     pub fn new(range: IpRange, prefix: &str) -> ServiceIps {
         ServiceIps {
             range,
-            records: format!("{prefix}/ranges/serviceips/"),
+            records: ip_addresses_prefix(prefix),
         }
     }
 
@@ -996,6 +1145,12 @@ impl ServiceIps {
     #[must_use]
     pub fn range(&self) -> &IpRange {
         &self.range
+    }
+
+    /// Whether `ip` is a usable address of the range.
+    #[must_use]
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        self.offset(ip).is_some()
     }
 
     /// The range's family.
@@ -1063,8 +1218,12 @@ impl ServiceIps {
 
     /// The claim of an address for a new Service: `asked`, or the first free one, scanning the
     /// upper part of the range from `rotate` addresses past its start (wrapping), then the
-    /// lower part. `cached` are the addresses the cache's Services hold, at the cache's
-    /// revision `seen`; `records` the allocation records read from the store.
+    /// lower part. `cached` are the addresses held whatever their records say (the cache's
+    /// Services', at the cache's revision `seen`, and [`Allocators::older_held`]); `records`
+    /// the IPAddresses read from the store: one frees its address only when it is the
+    /// allocator's, the cache has seen it and the address is not in `cached` (an orphan, see
+    /// the module docs; a client's always holds it). `record` is the stored IPAddress of a
+    /// claimed address.
     ///
     /// # Errors
     /// See [`Refused`].
@@ -1074,7 +1233,7 @@ impl ServiceIps {
         cached: &HashSet<IpAddr>,
         seen: u64,
         records: &[KeyValue],
-        owner: &str,
+        record: impl Fn(IpAddr) -> Bytes,
         rotate: u128,
     ) -> Result<Claim, Refused> {
         let asked = match asked {
@@ -1087,11 +1246,20 @@ impl ServiceIps {
             last: self.last(),
             band: self.static_band(),
             records: &self.records,
+            takeable: |kv| {
+                serde_json::from_slice::<Value>(&kv.value)
+                    .is_ok_and(|object| allocated_for_a_service(&object))
+            },
         };
-        let (n, compare, put) =
-            space.claim(asked, &held, seen, &index(records), owner, rotate, |n| {
-                self.nth(n).to_string()
-            })?;
+        let (n, compare, put) = space.claim(
+            asked,
+            &held,
+            seen,
+            &index(records),
+            |n| record(self.nth(n)),
+            rotate,
+            |n| self.nth(n).to_string(),
+        )?;
         Ok(Claim {
             ip: self.nth(n),
             compare,
@@ -1112,6 +1280,9 @@ struct Space<'a> {
     last: u128,
     band: u128,
     records: &'a str,
+    /// Whether a record the cache has seen frees its slot when no cached Service holds it
+    /// (a node port's record always; an IPAddress when it is the allocator's).
+    takeable: fn(&KeyValue) -> bool,
 }
 
 impl Space<'_> {
@@ -1124,7 +1295,7 @@ impl Space<'_> {
         held: &HashSet<u128>,
         seen: u64,
         records: &HashMap<&[u8], &KeyValue>,
-        owner: &str,
+        value: impl Fn(u128) -> Bytes,
         rotate: u128,
         name: impl Fn(u128) -> String,
     ) -> Result<(u128, Compare, TxnOp), Refused> {
@@ -1137,17 +1308,19 @@ impl Space<'_> {
             match records.get(key.as_ref()) {
                 None => Some(Compare::Absent { key }),
                 // A record the cache has seen whose Service no longer holds the slot.
-                Some(kv) if kv.mod_revision <= seen => Some(Compare::ModRevision {
-                    key,
-                    revision: kv.mod_revision,
-                }),
+                Some(kv) if kv.mod_revision <= seen && (self.takeable)(kv) => {
+                    Some(Compare::ModRevision {
+                        key,
+                        revision: kv.mod_revision,
+                    })
+                }
                 Some(_) => None,
             }
         };
         let claim = |n: u128, compare: Compare| {
             let put = TxnOp::Put {
                 key: key(n),
-                value: Bytes::from(owner.to_owned()),
+                value: value(n),
             };
             (n, compare, put)
         };
@@ -1159,7 +1332,7 @@ impl Space<'_> {
                 return Ok(claim(n, compare));
             }
             return Err(match records.get(key(n).as_ref()) {
-                Some(kv) if kv.mod_revision > seen && !held.contains(&n) => {
+                Some(kv) if kv.mod_revision > seen && !held.contains(&n) && (self.takeable)(kv) => {
                     Refused::Unseen(kv.mod_revision)
                 }
                 _ => Refused::Allocated,
@@ -1264,6 +1437,7 @@ impl NodePorts {
             last: u128::from(self.last),
             band: self.band(),
             records: &self.records,
+            takeable: |_| true,
         };
         let records = index(records);
         let mut taken: HashSet<u128> = held.iter().map(|p| u128::from(*p)).collect();
@@ -1288,7 +1462,7 @@ impl NodePorts {
                     &taken,
                     seen,
                     &records,
-                    owner,
+                    |_| Bytes::from(owner.to_owned()),
                     rotate,
                     |n| n.to_string(),
                 )
@@ -1351,8 +1525,9 @@ mod tests {
 
     fn record(ip: &str, mod_revision: u64) -> KeyValue {
         KeyValue {
-            key: Bytes::from(format!("/registry/ranges/serviceips/{ip}")),
-            value: Bytes::from_static(b"default/x"),
+            key: Bytes::from(format!("/registry/ipaddresses/{ip}")),
+            // The allocator's IPAddress for a Service.
+            value: owned(ip.parse().unwrap()),
             create_revision: mod_revision,
             mod_revision,
             version: 1,
@@ -1369,13 +1544,161 @@ mod tests {
 
     const V4: &[Family] = &[Family::V4];
 
+    /// An IPAddress record of the Service `default/s`.
+    fn owned(ip: IpAddr) -> Bytes {
+        Bytes::from(ip_address(ip, ("default", "s"), "u", "t").to_string())
+    }
+
+    /// Goal: the IPAddress kube-apiserver's allocator writes: named by the canonical address,
+    /// labelled with its family and the allocator, its parent the Service; the store keys
+    /// are the resource's.
+    #[test]
+    fn ip_addresses_are_written_as_kube_writes_them() {
+        let v6 = ip_address("fd00::0:5".parse().unwrap(), ("ns", "web"), "u", "t");
+        assert_eq!(
+            v6,
+            json!({"apiVersion": "networking.k8s.io/v1", "kind": "IPAddress",
+                "metadata": {"name": "fd00::5", "uid": "u", "creationTimestamp": "t",
+                    "labels": {"ipaddress.kubernetes.io/ip-family": "IPv6",
+                        "ipaddress.kubernetes.io/managed-by": "ipallocator.k8s.io"}},
+                "spec": {"parentRef": {"resource": "services", "namespace": "ns",
+                    "name": "web"}}})
+        );
+        assert!(names_service(&v6, "ns", "web"));
+        assert!(!names_service(&v6, "ns", "other"));
+        let def = watchkeeper_api::resources::builtin_resources()
+            .into_iter()
+            .find(|d| d.group == "networking.k8s.io" && d.plural == "ipaddresses")
+            .unwrap();
+        let allocators = Allocators::new(
+            &[IpRange::parse("10.0.0.0/24").unwrap()],
+            (30000, 30100),
+            "/registry",
+        );
+        assert_eq!(
+            allocators.ip_address_key("10.0.0.9".parse().unwrap()),
+            format!("/registry/{}/10.0.0.9", def.storage_prefix())
+        );
+        assert_eq!(
+            allocators.ip_records_prefix(),
+            format!("/registry/{}/", def.storage_prefix())
+        );
+    }
+
+    /// Goal: what holds an address beyond the cached Services: a client's IPAddress always,
+    /// an allocator's IPAddress only as a record (taken over once seen), an older record
+    /// only until the cache has seen it.
+    #[test]
+    fn ip_addresses_reserve_what_they_name() {
+        let allocators = Allocators::new(
+            &[IpRange::parse("10.0.0.0/24").unwrap()],
+            (30000, 30100),
+            "/registry",
+        );
+        let kv = |key: String, value: Value, mod_revision| KeyValue {
+            key: Bytes::from(key),
+            value: Bytes::from(value.to_string()),
+            create_revision: mod_revision,
+            mod_revision,
+            version: 1,
+        };
+        let allocated = ip_address("10.0.0.20".parse().unwrap(), ("default", "s"), "u", "t");
+        let mut unlabelled = allocated.clone();
+        unlabelled["metadata"]["name"] = json!("10.0.0.21");
+        unlabelled["metadata"]["labels"] = json!({});
+        let mut gateway = allocated.clone();
+        gateway["metadata"]["name"] = json!("10.0.0.22");
+        gateway["spec"]["parentRef"] = json!({"group": "gateway.networking.k8s.io",
+            "resource": "gateways", "name": "g"});
+        let stored = vec![
+            kv("/registry/ipaddresses/10.0.0.20".into(), allocated, 5),
+            kv("/registry/ipaddresses/10.0.0.21".into(), unlabelled, 5),
+            kv("/registry/ipaddresses/10.0.0.22".into(), gateway, 5),
+        ];
+        let older = [
+            kv(
+                "/registry/ranges/serviceips/10.0.0.30".into(),
+                json!("default/a"),
+                4,
+            ),
+            kv(
+                "/registry/ranges/serviceips/10.0.0.31".into(),
+                json!("default/b"),
+                9,
+            ),
+        ];
+        assert_eq!(allocators.older_held(&older, 6), addrs(&["10.0.0.31"]));
+        let range = allocators.ips(Family::V4).unwrap();
+        let claim = |ip: &str, seen| {
+            range.claim(
+                Some(ip.parse().unwrap()),
+                &addrs(&[]),
+                seen,
+                &stored,
+                owned,
+                0,
+            )
+        };
+        // The allocator's orphan, seen, is taken over on its revision; unseen, it waits.
+        let taken = claim("10.0.0.20", 6).unwrap();
+        assert!(matches!(
+            taken.compare,
+            Compare::ModRevision { revision: 5, .. }
+        ));
+        assert_eq!(claim("10.0.0.20", 4).unwrap_err(), Refused::Unseen(5));
+        // Held by a cached Service, it is allocated.
+        let held = range.claim(
+            Some("10.0.0.20".parse().unwrap()),
+            &addrs(&["10.0.0.20"]),
+            6,
+            &stored,
+            owned,
+            0,
+        );
+        assert_eq!(held.unwrap_err(), Refused::Allocated);
+        for client in ["10.0.0.21", "10.0.0.22"] {
+            assert_eq!(
+                claim(client, 6).unwrap_err(),
+                Refused::Allocated,
+                "{client}"
+            );
+            assert_eq!(
+                claim(client, 4).unwrap_err(),
+                Refused::Allocated,
+                "{client}"
+            );
+        }
+        // Dynamic allocation skips the clients' and takes over the orphan.
+        let dynamic = range
+            .claim(None, &addrs(&[]), 6, &stored, owned, 20 - 17)
+            .unwrap();
+        assert_eq!(dynamic.ip.to_string(), "10.0.0.20");
+        let dynamic = range
+            .claim(None, &addrs(&["10.0.0.20"]), 6, &stored, owned, 20 - 17)
+            .unwrap();
+        assert_eq!(dynamic.ip.to_string(), "10.0.0.23");
+    }
+
+    /// Goal: a deletion releases every address of a Service, an update those it drops.
+    #[test]
+    fn releases_are_what_the_new_version_no_longer_holds() {
+        let dual = service(json!({"clusterIP": "10.0.0.5", "clusterIPs": ["10.0.0.5", "fd00::5"]}));
+        let single = service(json!({"clusterIP": "10.0.0.5", "clusterIPs": ["10.0.0.5"]}));
+        let external = service(json!({"type": "ExternalName", "externalName": "x"}));
+        let ip = |text: &str| text.parse::<IpAddr>().unwrap();
+        assert_eq!(released(&dual, None), [ip("10.0.0.5"), ip("fd00::5")]);
+        assert_eq!(released(&dual, Some(&single)), [ip("fd00::5")]);
+        assert_eq!(released(&single, Some(&external)), [ip("10.0.0.5")]);
+        assert!(released(&single, Some(&single)).is_empty());
+    }
+
     /// Goal: dynamic addresses come from above kube-apiserver's static band, lowest first,
     /// skipping what the cache's Services hold and records the cache has not seen; a record
     /// the cache has seen whose Service let the address go is reclaimed on its revision.
     #[test]
     fn dynamic_addresses_skip_held_ones_and_reclaim_released_ones() {
         let allocator = ips("10.0.0.0/24");
-        let claim = allocator.claim(None, &addrs(&["10.0.0.1"]), 10, &[], "default/a", 0);
+        let claim = allocator.claim(None, &addrs(&["10.0.0.1"]), 10, &[], owned, 0);
         let claim = claim.unwrap();
         assert_eq!(
             claim.ip.to_string(),
@@ -1386,14 +1709,10 @@ mod tests {
         let held = addrs(&["10.0.0.1", "10.0.0.17"]);
         // A record newer than the cache: its Service may not be cached yet.
         let fresh = [record("10.0.0.18", 11)];
-        let claim = allocator
-            .claim(None, &held, 10, &fresh, "default/b", 0)
-            .unwrap();
+        let claim = allocator.claim(None, &held, 10, &fresh, owned, 0).unwrap();
         assert_eq!(claim.ip.to_string(), "10.0.0.19");
         // The same record once the cache has seen it and no Service holds the address.
-        let claim = allocator
-            .claim(None, &held, 11, &fresh, "default/b", 0)
-            .unwrap();
+        let claim = allocator.claim(None, &held, 11, &fresh, owned, 0).unwrap();
         assert_eq!(claim.ip.to_string(), "10.0.0.18");
         assert!(matches!(
             claim.compare,
@@ -1402,7 +1721,7 @@ mod tests {
         // A rotated scan starts inside the upper part and wraps around it (238 addresses).
         let from = |rotate| {
             allocator
-                .claim(None, &held, 10, &fresh, "default/c", rotate)
+                .claim(None, &held, 10, &fresh, owned, rotate)
                 .unwrap()
                 .ip
                 .to_string()
@@ -1425,14 +1744,7 @@ mod tests {
         let records = [record("10.0.0.7", 9)];
         let ask = |ip: &str| {
             allocator
-                .claim(
-                    Some(ip.parse().unwrap()),
-                    &held,
-                    1,
-                    &records,
-                    "default/a",
-                    0,
-                )
+                .claim(Some(ip.parse().unwrap()), &held, 1, &records, owned, 0)
                 .map(|c| c.ip.to_string())
         };
         assert_eq!(ask("10.0.0.6"), Ok("10.0.0.6".to_owned()));
@@ -1460,16 +1772,12 @@ mod tests {
         let allocator = ips("10.0.0.0/29");
         let mut held = addrs(&[]);
         for expected in 1..=6 {
-            let claim = allocator
-                .claim(None, &held, 1, &[], "default/a", 0)
-                .unwrap();
+            let claim = allocator.claim(None, &held, 1, &[], owned, 0).unwrap();
             assert_eq!(claim.ip.to_string(), format!("10.0.0.{expected}"));
             held.insert(claim.ip);
         }
         assert_eq!(
-            allocator
-                .claim(None, &held, 1, &[], "default/a", 0)
-                .unwrap_err(),
+            allocator.claim(None, &held, 1, &[], owned, 0).unwrap_err(),
             Refused::Full
         );
     }

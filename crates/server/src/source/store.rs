@@ -2409,7 +2409,8 @@ impl Writer<'_> {
         let namespace = object
             .pointer("/metadata/namespace")
             .and_then(Value::as_str)
-            .unwrap_or_default();
+            .unwrap_or_default()
+            .to_owned();
         let owner = format!("{namespace}/{name}");
         let ip_requests = service_ips::ip_requests(old, object);
         let port_requests = service_ips::port_requests(old, object);
@@ -2421,14 +2422,23 @@ impl Writer<'_> {
             let cached = || snapshot.range(None, None).map(|o| o.body());
             let seen = snapshot.revision();
             if !ip_requests.is_empty() {
-                let records = self.records(allocators.ip_records_prefix()).await?;
-                let held = service_ips::held(cached());
+                // The IPAddresses, and the records of an older version of this server.
+                let ip_addresses = self.records(allocators.ip_records_prefix()).await?;
+                let older = self.records(allocators.older_ip_records_prefix()).await?;
+                let mut held = service_ips::held(cached());
+                held.extend(allocators.older_held(&older, seen));
+                // Each claimed address's IPAddress, as the allocator stores it.
+                let record = |ip| {
+                    let uid = uuid::Uuid::new_v4().to_string();
+                    let object = service_ips::ip_address(ip, (&namespace, &name), &uid, &self.time);
+                    stored_value(&object)
+                };
                 let mut claimed = Vec::new();
                 for (family, asked) in ip_requests {
                     let ips = allocators.ips(family).ok_or_else(|| {
                         ApiError::internal(format!("no range of the family {}", family.name()))
                     })?;
-                    match ips.claim(asked, &held, seen, &records, &owner, rotate) {
+                    match ips.claim(asked, &held, seen, &ip_addresses, record, rotate) {
                         Ok(claim) => {
                             claimed.push((family, claim.ip));
                             claims.push((claim.compare, claim.put));
@@ -2466,6 +2476,57 @@ impl Writer<'_> {
             }
         }
         Ok(Claimed::Claims(claims))
+    }
+
+    /// The deletes of the IPAddresses of the addresses the Service `old` of `resource` holds and
+    /// `new` (none: the Service goes) does not, for the write's transaction: those whose
+    /// `parentRef` names the Service, each on its mod revision as read (see `service_ips`).
+    /// None for other resources, or without allocation.
+    async fn released_ip_addresses(
+        &self,
+        resource: &Resource,
+        old: &Value,
+        new: Option<&Value>,
+    ) -> Result<Vec<(Compare, TxnOp)>, ApiError> {
+        let Some(allocators) = self
+            .source
+            .service_ips
+            .as_ref()
+            .filter(|_| resource.def.group.is_empty() && resource.def.plural == "services")
+        else {
+            return Ok(Vec::new());
+        };
+        let text = |path: &str| {
+            old.pointer(path)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        };
+        let (namespace, name) = (text("/metadata/namespace"), text("/metadata/name"));
+        let mut releases = Vec::new();
+        for ip in service_ips::released(old, new) {
+            let key = allocators.ip_address_key(ip);
+            let found = self
+                .source
+                .store
+                .range(watchkeeper_store::RangeRequest::key(key.clone()))
+                .await
+                .map_err(store_error)?
+                .kvs;
+            for kv in found.into_iter().filter(|kv| kv.key == key) {
+                let parent_is_this = serde_json::from_slice::<Value>(&kv.value)
+                    .is_ok_and(|object| service_ips::names_service(&object, namespace, name));
+                if parent_is_this {
+                    releases.push((
+                        Compare::ModRevision {
+                            key: key.clone(),
+                            revision: kv.mod_revision,
+                        },
+                        TxnOp::Delete { key: key.clone() },
+                    ));
+                }
+            }
+        }
+        Ok(releases)
     }
 
     /// The allocation records under `prefix`.
@@ -3166,6 +3227,11 @@ impl Writer<'_> {
                     current.resource_version(),
                 )));
             }
+            // The IPAddresses of the addresses the update drops (or the deletion frees) go
+            // with it (see `service_ips`).
+            let released = self
+                .released_ip_addresses(resource, current.body(), (!finalized).then_some(&new))
+                .await?;
             phase_boundary().await;
             // A CRD whose last finalizer goes takes its objects with it, as on a DELETE.
             if finalized && watchkeeper_api::crd::is_crd(&resource.def) {
@@ -3234,9 +3300,9 @@ impl Writer<'_> {
             if finalized {
                 claims.clear();
             }
-            let claimed = !claims.is_empty();
+            let claimed = !claims.is_empty() || !released.is_empty();
             let quota_claimed = !quota.is_empty();
-            for (compare, put) in claims.into_iter().chain(quota) {
+            for (compare, put) in claims.into_iter().chain(released).chain(quota) {
                 request = request.when(compare).then(put);
             }
             let response = self.txn(request).await?;
@@ -3760,13 +3826,19 @@ impl Writer<'_> {
                 self.quota_claims(resource, namespace, name, Some(body), None)
                     .await?
             };
+            // The deleted Service's IPAddresses go with it (see `service_ips`).
+            let released = if has_finalizers {
+                Vec::new()
+            } else {
+                self.released_ip_addresses(resource, body, None).await?
+            };
             let mut request = TxnRequest::default()
                 .when(Compare::ModRevision {
                     key: store_key,
                     revision: current.resource_version(),
                 })
                 .then(operation);
-            for (compare, put) in quotas {
+            for (compare, put) in released.into_iter().chain(quotas) {
                 request = request.when(compare).then(put);
             }
             let response = self.txn(request).await?;
@@ -3801,14 +3873,29 @@ impl Writer<'_> {
         {
             let snapshot = resource.cache().latest();
             let prefix = format!("{namespace}/");
-            let names: Vec<String> = snapshot
-                .range(Some(&prefix), None)
-                .map(|o| o.name().to_owned())
-                .collect();
-            for name in names {
-                let key = Bytes::from(resource.store_key(namespace, &name));
-                self.txn(TxnRequest::default().then(TxnOp::Delete { key }))
-                    .await?;
+            let objects: Vec<Arc<Object>> = snapshot.range(Some(&prefix), None).cloned().collect();
+            for object in objects {
+                let key = Bytes::from(resource.store_key(namespace, object.name()));
+                // A Service's IPAddresses go with it (see `service_ips`), read again should one
+                // change first; the last attempt deletes the Service alone (an IPAddress left
+                // is an orphan, which the next claim of its address takes over).
+                for attempt in 1..=ADDRESS_ATTEMPTS {
+                    let released = if attempt < ADDRESS_ATTEMPTS {
+                        self.released_ip_addresses(resource, object.body(), None)
+                            .await?
+                    } else {
+                        Vec::new()
+                    };
+                    let alone = released.is_empty();
+                    let mut request =
+                        TxnRequest::default().then(TxnOp::Delete { key: key.clone() });
+                    for (compare, delete) in released {
+                        request = request.when(compare).then(delete);
+                    }
+                    if self.txn(request).await?.succeeded || alone {
+                        break;
+                    }
+                }
             }
         }
         Ok(())
