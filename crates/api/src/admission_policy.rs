@@ -1403,11 +1403,12 @@ impl VariableResolver for Resolver<'_> {
 }
 
 /// The expression errors of a policy, as kube's `ValidateValidatingAdmissionPolicy` reports
-/// them: each `expression` of `validations`, `matchConditions` and `variables`, each
-/// `messageExpression` and `auditAnnotations[].valueExpression`, that does not compile in the
-/// policy's environment (`params` only with a `paramKind`; `variables.x` only for a variable
-/// declared before), has a type error, or certainly gives no `bool` (a validation, a match
-/// condition) or `string` (a message expression), as far as the type check can be sure
+/// them, in kube's order: each `expression` of `matchConditions`, `variables` and
+/// `validations`, each `messageExpression` and `auditAnnotations[].valueExpression`, that does
+/// not compile in the policy's environment (`params` only with a `paramKind`; `variables.x`
+/// only for a variable declared before), has a type error, or
+/// certainly gives no `bool` (a validation, a match condition) or `string` (a message
+/// expression), as far as the type check can be sure
 /// (`object`, `params` and the variables are of unknown type, as kube's `dyn`; kube also
 /// refuses a `dyn` result, this check does not), as `(path, expression, detail)`.
 #[must_use]
@@ -1447,20 +1448,21 @@ pub fn expression_errors(policy: &Value) -> Vec<(String, String, String)> {
     };
     let variables = list("variables");
     let names: Vec<&str> = variables.iter().map(|v| text(v, "/name")).collect();
-    for (index, variable) in variables.iter().enumerate() {
-        check(
-            format!("spec.variables[{index}].expression"),
-            text(variable, "/expression"),
-            &names[..index],
-            None,
-        );
-    }
+    // kube's order: the match conditions, the variables, the validations, the annotations.
     for (index, condition) in list("matchConditions").iter().enumerate() {
         check(
             format!("spec.matchConditions[{index}].expression"),
             text(condition, "/expression"),
             &names,
             Some(cel_rules::Expression::Rule),
+        );
+    }
+    for (index, variable) in variables.iter().enumerate() {
+        check(
+            format!("spec.variables[{index}].expression"),
+            text(variable, "/expression"),
+            &names[..index],
+            None,
         );
     }
     for (index, validation) in list("validations").iter().enumerate() {

@@ -677,11 +677,12 @@ fn expressions_that_do_not_compile_are_the_policys_errors() {
         "matchConditions": [{"name": "c", "expression": "params.x"}],
         "validations": [{"expression": "object.(", "messageExpression": "foo + 'x'"}]}));
     assert_eq!(found.len(), 4, "{found:?}");
+    // kube's order: the match conditions before the variables.
+    assert!(found[0].starts_with("spec.matchConditions[0].expression: params.x: compilation failed: ERROR: <input>:1:1: undeclared reference to 'params' (in container '')"), "{}", found[0]);
     assert_eq!(
-        found[0],
+        found[1],
         "spec.variables[0].expression: variables.b: compilation failed: ERROR: <input>:1:10: undefined field 'b'\n | variables.b\n | .........^"
     );
-    assert!(found[1].starts_with("spec.matchConditions[0].expression: params.x: compilation failed: ERROR: <input>:1:1: undeclared reference to 'params' (in container '')"), "{}", found[1]);
     assert!(found[2].starts_with("spec.validations[0].expression: object.(: compilation failed: ERROR: <input>:1:8: Syntax error:"), "{}", found[2]);
     assert!(found[3].starts_with("spec.validations[0].messageExpression: foo + 'x': compilation failed: ERROR: <input>:1:1: undeclared reference to 'foo' (in container '')"), "{}", found[3]);
     // Types: an operator without an overload, a result of another type.
