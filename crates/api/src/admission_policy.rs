@@ -63,7 +63,9 @@
 //! - Without an [`Authorizer`] (the caller gives none: [`admit`]) an expression naming
 //!   `authorizer` is skipped (its validation admits), as one calling a missing function.
 //! - Expressions calling a function of kube's libraries this server lacks (see
-//!   [`crate::cel_rules`]) are skipped (their validation admits), never a refusal.
+//!   [`crate::cel_rules`]) are skipped (their validation admits), never a refusal. A function
+//!   kube's CEL environment does not declare at all (`startWith`, `foo`, `math.greatest`)
+//!   refuses the policy when it is written, as kube ([`expression_errors`]).
 //! - A `*/scale` write is evaluated on
 //!   the parent object, not on an `autoscaling/v1` Scale; a variable's error fails the
 //!   expressions that name it even where CEL's short-circuit would not have read it.
@@ -1406,7 +1408,8 @@ impl VariableResolver for Resolver<'_> {
 /// them, in kube's order: each `expression` of `matchConditions`, `variables` and
 /// `validations`, each `messageExpression` and `auditAnnotations[].valueExpression`, that does
 /// not compile in the policy's environment (`params` only with a `paramKind`; `variables.x`
-/// only for a variable declared before), has a type error, or
+/// only for a variable declared before; only functions kube declares: `undeclared reference
+/// to 'startWith' (in container '')`, see [`crate::cel_rules`]), has a type error, or
 /// certainly gives no `bool` (a validation, a match condition) or `string` (a message
 /// expression), as far as the type check can be sure
 /// (`object`, `params` and the variables are of unknown type, as kube's `dyn`; kube also
