@@ -1413,7 +1413,10 @@ impl VariableResolver for Resolver<'_> {
 /// certainly gives no `bool` (a validation, a match condition) or `string` (a message
 /// expression), as far as the type check can be sure
 /// (`object`, `params` and the variables are of unknown type, as kube's `dyn`; kube also
-/// refuses a `dyn` result, this check does not), as `(path, expression, detail)`.
+/// refuses a `dyn` result, this check does not), as `(path, expression, detail)`. A match
+/// condition and an annotation's `valueExpression` are compiled trimmed, as kube compiles them
+/// (their positions count from the first non-blank character; the match condition is shown
+/// trimmed).
 #[must_use]
 pub fn expression_errors(policy: &Value) -> Vec<(String, String, String)> {
     let declared = if policy
@@ -1425,10 +1428,15 @@ pub fn expression_errors(policy: &Value) -> Vec<(String, String, String)> {
         Declared::Admission
     };
     let mut errors = Vec::new();
+    // kube compiles a match condition and an annotation's value trimmed (so its positions
+    // count from the first non-blank character), the others as written; the error shows the
+    // match condition trimmed, the others as written.
     let mut check = |path: String,
-                     expression: &str,
+                     written: &str,
+                     trimmed: bool,
                      variables: &[&str],
                      wanted: Option<cel_rules::Expression>| {
+        let expression = if trimmed { written.trim() } else { written };
         if expression.trim().is_empty() {
             return;
         }
@@ -1439,7 +1447,12 @@ pub fn expression_errors(policy: &Value) -> Vec<(String, String, String)> {
                 .or_else(|| cel_rules::admission_type_error(expression, &compiled, wanted)),
         };
         if let Some(detail) = detail {
-            errors.push((path, expression.to_owned(), detail));
+            let shown = if path.starts_with("spec.matchConditions") {
+                expression
+            } else {
+                written
+            };
+            errors.push((path, shown.to_owned(), detail));
         }
     };
     let list = |key: &str| {
@@ -1456,6 +1469,7 @@ pub fn expression_errors(policy: &Value) -> Vec<(String, String, String)> {
         check(
             format!("spec.matchConditions[{index}].expression"),
             text(condition, "/expression"),
+            true,
             &names,
             Some(cel_rules::Expression::Rule),
         );
@@ -1464,6 +1478,7 @@ pub fn expression_errors(policy: &Value) -> Vec<(String, String, String)> {
         check(
             format!("spec.variables[{index}].expression"),
             text(variable, "/expression"),
+            false,
             &names[..index],
             None,
         );
@@ -1472,12 +1487,14 @@ pub fn expression_errors(policy: &Value) -> Vec<(String, String, String)> {
         check(
             format!("spec.validations[{index}].expression"),
             text(validation, "/expression"),
+            false,
             &names,
             Some(cel_rules::Expression::Rule),
         );
         check(
             format!("spec.validations[{index}].messageExpression"),
             text(validation, "/messageExpression"),
+            false,
             &names,
             Some(cel_rules::Expression::Message),
         );
@@ -1486,6 +1503,7 @@ pub fn expression_errors(policy: &Value) -> Vec<(String, String, String)> {
         check(
             format!("spec.auditAnnotations[{index}].valueExpression"),
             text(annotation, "/valueExpression"),
+            true,
             &names,
             None,
         );

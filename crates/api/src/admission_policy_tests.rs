@@ -685,6 +685,24 @@ fn expressions_that_do_not_compile_are_the_policys_errors() {
     );
     assert!(found[2].starts_with("spec.validations[0].expression: object.(: compilation failed: ERROR: <input>:1:8: Syntax error:"), "{}", found[2]);
     assert!(found[3].starts_with("spec.validations[0].messageExpression: foo + 'x': compilation failed: ERROR: <input>:1:1: undeclared reference to 'foo' (in container '')"), "{}", found[3]);
+    // kube trims a match condition and an annotation's value before compiling them (their
+    // columns count from the first non-blank), not a validation; it shows the trimmed match
+    // condition, the others as written.
+    let first_lines: Vec<String> = errors(json!({
+        "matchConditions": [{"name": "c", "expression": "  foo(1)"}],
+        "validations": [{"expression": "  foo(1)"}],
+        "auditAnnotations": [{"key": "k", "valueExpression": "  foo(1)"}]}))
+    .iter()
+    .map(|e| e.lines().next().unwrap_or_default().to_owned())
+    .collect();
+    assert_eq!(
+        first_lines,
+        [
+            "spec.matchConditions[0].expression: foo(1): compilation failed: ERROR: <input>:1:4: undeclared reference to 'foo' (in container '')",
+            "spec.validations[0].expression:   foo(1): compilation failed: ERROR: <input>:1:6: undeclared reference to 'foo' (in container '')",
+            "spec.auditAnnotations[0].valueExpression:   foo(1): compilation failed: ERROR: <input>:1:4: undeclared reference to 'foo' (in container '')",
+        ]
+    );
     // Types: an operator without an overload, a result of another type.
     let typed = errors(json!({"validations": [
         {"expression": "1 + 'a' == 2"},
