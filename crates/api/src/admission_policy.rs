@@ -1408,7 +1408,8 @@ impl VariableResolver for Resolver<'_> {
 /// them, in kube's order: each `expression` of `matchConditions`, `variables` and
 /// `validations`, each `messageExpression` and `auditAnnotations[].valueExpression`, that does
 /// not compile in the policy's environment (`params` only with a `paramKind`; `variables.x`
-/// only for a variable declared before; only functions kube declares: `undeclared reference
+/// only for a variable declared before, and `variables` not in a match condition; `authorizer`
+/// not in a message expression; only functions kube declares: `undeclared reference
 /// to 'startWith' (in container '')`, see [`crate::cel_rules`]), has a type error, or
 /// certainly gives no `bool` (a validation, a match condition) or `string` (a message
 /// expression), as far as the type check can be sure
@@ -1419,13 +1420,17 @@ impl VariableResolver for Resolver<'_> {
 /// trimmed).
 #[must_use]
 pub fn expression_errors(policy: &Value) -> Vec<(String, String, String)> {
-    let declared = if policy
+    let params = policy
         .pointer("/spec/paramKind")
-        .is_some_and(Value::is_object)
-    {
-        Declared::AdmissionWithParams
+        .is_some_and(Value::is_object);
+    let (declared, in_condition, in_message) = if params {
+        (
+            Declared::AdmissionWithParams,
+            Declared::ConditionWithParams,
+            Declared::MessageWithParams,
+        )
     } else {
-        Declared::Admission
+        (Declared::Admission, Declared::Condition, Declared::Message)
     };
     let mut errors = Vec::new();
     // kube compiles a match condition and an annotation's value trimmed (so its positions
@@ -1433,7 +1438,7 @@ pub fn expression_errors(policy: &Value) -> Vec<(String, String, String)> {
     // match condition trimmed, the others as written.
     let mut check = |path: String,
                      written: &str,
-                     trimmed: bool,
+                     (trimmed, declared): (bool, Declared),
                      variables: &[&str],
                      wanted: Option<cel_rules::Expression>| {
         let expression = if trimmed { written.trim() } else { written };
@@ -1469,8 +1474,8 @@ pub fn expression_errors(policy: &Value) -> Vec<(String, String, String)> {
         check(
             format!("spec.matchConditions[{index}].expression"),
             text(condition, "/expression"),
-            true,
-            &names,
+            (true, in_condition),
+            &[],
             Some(cel_rules::Expression::Rule),
         );
     }
@@ -1478,7 +1483,7 @@ pub fn expression_errors(policy: &Value) -> Vec<(String, String, String)> {
         check(
             format!("spec.variables[{index}].expression"),
             text(variable, "/expression"),
-            false,
+            (false, declared),
             &names[..index],
             None,
         );
@@ -1487,14 +1492,14 @@ pub fn expression_errors(policy: &Value) -> Vec<(String, String, String)> {
         check(
             format!("spec.validations[{index}].expression"),
             text(validation, "/expression"),
-            false,
+            (false, declared),
             &names,
             Some(cel_rules::Expression::Rule),
         );
         check(
             format!("spec.validations[{index}].messageExpression"),
             text(validation, "/messageExpression"),
-            false,
+            (false, in_message),
             &names,
             Some(cel_rules::Expression::Message),
         );
@@ -1503,7 +1508,7 @@ pub fn expression_errors(policy: &Value) -> Vec<(String, String, String)> {
         check(
             format!("spec.auditAnnotations[{index}].valueExpression"),
             text(annotation, "/valueExpression"),
-            true,
+            (true, declared),
             &names,
             None,
         );

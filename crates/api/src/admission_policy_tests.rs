@@ -703,6 +703,33 @@ fn expressions_that_do_not_compile_are_the_policys_errors() {
             "spec.auditAnnotations[0].valueExpression:   foo(1): compilation failed: ERROR: <input>:1:4: undeclared reference to 'foo' (in container '')",
         ]
     );
+    // kube's validation declares no `variables` in match conditions (their compiler composes
+    // none) and no `authorizer` in message expressions.
+    let scoped = |spec: Value| -> Vec<String> {
+        errors(spec)
+            .iter()
+            .map(|e| e.lines().next().unwrap_or_default().to_owned())
+            .collect()
+    };
+    assert_eq!(
+        scoped(json!({
+            "variables": [{"name": "a", "expression": "1"}],
+            "matchConditions": [{"name": "c", "expression": "variables.a == 1"}],
+            "validations": [{"expression": "variables.a == 1 && authorizer.path('/').check('get').allowed()",
+                "messageExpression": "authorizer.path('/').check('get').reason() + string(variables.a)"}]})),
+        [
+            "spec.matchConditions[0].expression: variables.a == 1: compilation failed: ERROR: <input>:1:1: undeclared reference to 'variables' (in container '')",
+            "spec.validations[0].messageExpression: authorizer.path('/').check('get').reason() + string(variables.a): compilation failed: ERROR: <input>:1:1: undeclared reference to 'authorizer' (in container '')",
+        ]
+    );
+    assert_eq!(
+        scoped(
+            json!({"paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+            "matchConditions": [{"name": "c", "expression": "params.data.a == '1' && authorizer.path('/').check('get').allowed()"}],
+            "validations": [{"expression": "true", "messageExpression": "params.data.a"}]})
+        ),
+        Vec::<String>::new()
+    );
     // Types: an operator without an overload, a result of another type.
     let typed = errors(json!({"validations": [
         {"expression": "1 + 'a' == 2"},

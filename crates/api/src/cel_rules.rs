@@ -177,10 +177,12 @@ const PATTERN_COMPILE_COST: f64 = 1_000.0;
 /// expression of deeply nested comprehensions).
 const ESTIMATE_STEPS_MAX: usize = 1_000_000;
 
-/// The variables an expression may name besides comprehension variables, type names and
-/// function namespaces: a CRD rule's (`self`, `oldSelf`), or an admission policy's (kube's
-/// `object`, `oldObject`, `request`, `namespaceObject`, `variables`, `authorizer`, and
-/// `params` when the policy has a `paramKind`).
+/// The variables an expression may name besides comprehension variables and type names: a
+/// CRD rule's (`self`, `oldSelf`), or an admission policy's (kube's `object`, `oldObject`,
+/// `request`, `namespaceObject`, `variables`, `authorizer`, and `params` when the policy has
+/// a `paramKind`), of which kube's validation leaves `variables` out of match conditions (its
+/// compiler for them composes no variables) and `authorizer` out of message expressions
+/// (`HasAuthorizer: false`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Declared {
     /// `self`, `oldSelf`.
@@ -189,9 +191,33 @@ pub(crate) enum Declared {
     Admission,
     /// A ValidatingAdmissionPolicy's variables with `params`.
     AdmissionWithParams,
+    /// A match condition's (a policy's or a webhook's) when it is written: no `variables`.
+    Condition,
+    /// Likewise, with `params`.
+    ConditionWithParams,
+    /// A `messageExpression`'s when it is written: no `authorizer`.
+    Message,
+    /// Likewise, with `params`.
+    MessageWithParams,
 }
 
 impl Declared {
+    /// Where the programs compiled in this environment are kept ([`compile_in`]): only the
+    /// environments expressions run in; those of a policy's validation when written
+    /// (`Condition`, `Message`, ...) compile each expression once per write, so they keep none
+    /// and add nothing to what is kept.
+    fn kept(self) -> Option<usize> {
+        match self {
+            Declared::Crd => Some(0),
+            Declared::Admission => Some(1),
+            Declared::AdmissionWithParams => Some(2),
+            Declared::Condition
+            | Declared::ConditionWithParams
+            | Declared::Message
+            | Declared::MessageWithParams => None,
+        }
+    }
+
     fn names(self) -> &'static [&'static str] {
         match self {
             Declared::Crd => &["self", "oldSelf"],
@@ -210,6 +236,36 @@ impl Declared {
                 "namespaceObject",
                 "variables",
                 "authorizer",
+                "params",
+            ],
+            Declared::Condition => &[
+                "object",
+                "oldObject",
+                "request",
+                "namespaceObject",
+                "authorizer",
+            ],
+            Declared::ConditionWithParams => &[
+                "object",
+                "oldObject",
+                "request",
+                "namespaceObject",
+                "authorizer",
+                "params",
+            ],
+            Declared::Message => &[
+                "object",
+                "oldObject",
+                "request",
+                "namespaceObject",
+                "variables",
+            ],
+            Declared::MessageWithParams => &[
+                "object",
+                "oldObject",
+                "request",
+                "namespaceObject",
+                "variables",
                 "params",
             ],
         }
@@ -249,8 +305,8 @@ pub(crate) fn compile(text: &str) -> Compilation {
     compile_in(text, Declared::Crd)
 }
 
-/// Compiles `text` where the variables `declared` are (kept by its text, per environment,
-/// see [`PROGRAMS_KEPT`]).
+/// Compiles `text` where the variables `declared` are (kept by its text, per environment an
+/// expression runs in, see [`PROGRAMS_KEPT`] and `Declared::kept`).
 ///
 /// # Errors
 /// CEL's message (`ERROR: <input>:1:6: Syntax error: ...`).
@@ -258,7 +314,10 @@ pub(crate) fn compile_in(text: &str, declared: Declared) -> Compilation {
     /// The kept programs by their text, and the bytes of text kept.
     type Kept = (HashMap<String, Arc<Compiled>>, usize);
     static KEPT: [OnceLock<Mutex<Kept>>; 3] = [const { OnceLock::new() }; 3];
-    let kept = KEPT[declared as usize].get_or_init(Mutex::default);
+    let Some(index) = declared.kept() else {
+        return compile_uncached(text, declared);
+    };
+    let kept = KEPT[index].get_or_init(Mutex::default);
     if let Some(hit) = kept.lock().unwrap_or_else(|p| p.into_inner()).0.get(text) {
         return Ok(hit.clone());
     }
