@@ -91,8 +91,8 @@
 //! refuses it as an undeclared reference to `cel`.
 //!
 //! **Not here yet**: kube's other libraries (`url`, `quantity`, the `ip`/`cidr` types, `format`,
-//! `sets`, `semver`): a rule calling one compiles and is skipped when it runs, never a refusal; the type check at CRD time
-//! refuses only what it is sure of (see the `types` module: a rule kube refuses for types it cannot
+//! `sets`, `semver`): a rule calling one compiles and is skipped when it runs, never a
+//! refusal; the type check at CRD time refuses only what it is sure of (see the `types` module: a rule kube refuses for types it cannot
 //! follow compiles here and fails when it runs); the CRD-time cost estimate follows only part
 //! of cel-go's (rules calling `find`, `findAll`, `replace`, `isIP`, `url`, `quantity`, the
 //! `ip`/`cidr`/`format`/`sets` libraries, `string()` of a number, optionals, two-variable
