@@ -63,7 +63,9 @@
 //! - Without an [`Authorizer`] (the caller gives none: [`admit`]) an expression naming
 //!   `authorizer` is skipped (its validation admits), as one calling a missing function.
 //! - Expressions calling a function of kube's libraries this server lacks (see
-//!   [`crate::cel_rules`]) are skipped (their validation admits), never a refusal.
+//!   [`crate::cel_rules`]) are skipped (their validation admits), never a refusal. A function
+//!   kube's CEL environment does not declare at all (`startWith`, `foo`, `math.greatest`)
+//!   refuses the policy when it is written, as kube ([`expression_errors`]).
 //! - A `*/scale` write is evaluated on
 //!   the parent object, not on an `autoscaling/v1` Scale; a variable's error fails the
 //!   expressions that name it even where CEL's short-circuit would not have read it.
@@ -1403,28 +1405,43 @@ impl VariableResolver for Resolver<'_> {
 }
 
 /// The expression errors of a policy, as kube's `ValidateValidatingAdmissionPolicy` reports
-/// them: each `expression` of `validations`, `matchConditions` and `variables`, each
-/// `messageExpression` and `auditAnnotations[].valueExpression`, that does not compile in the
-/// policy's environment (`params` only with a `paramKind`; `variables.x` only for a variable
-/// declared before), has a type error, or certainly gives no `bool` (a validation, a match
-/// condition) or `string` (a message expression), as far as the type check can be sure
+/// them, in kube's order: each `expression` of `matchConditions`, `variables` and
+/// `validations`, each `messageExpression` and `auditAnnotations[].valueExpression`, that does
+/// not compile in the policy's environment (`params` only with a `paramKind`; `variables.x`
+/// only for a variable declared before, and `variables` not in a match condition; `authorizer`
+/// not in a message expression; only functions kube declares: `undeclared reference
+/// to 'startWith' (in container '')`, see [`crate::cel_rules`]), has a type error, or
+/// certainly gives no `bool` (a validation, a match condition) or `string` (a message
+/// expression), as far as the type check can be sure
 /// (`object`, `params` and the variables are of unknown type, as kube's `dyn`; kube also
-/// refuses a `dyn` result, this check does not), as `(path, expression, detail)`.
+/// refuses a `dyn` result, this check does not), as `(path, expression, detail)`. A match
+/// condition and an annotation's `valueExpression` are compiled trimmed, as kube compiles them
+/// (their positions count from the first non-blank character; the match condition is shown
+/// trimmed).
 #[must_use]
 pub fn expression_errors(policy: &Value) -> Vec<(String, String, String)> {
-    let declared = if policy
+    let params = policy
         .pointer("/spec/paramKind")
-        .is_some_and(Value::is_object)
-    {
-        Declared::AdmissionWithParams
+        .is_some_and(Value::is_object);
+    let (declared, in_condition, in_message) = if params {
+        (
+            Declared::AdmissionWithParams,
+            Declared::ConditionWithParams,
+            Declared::MessageWithParams,
+        )
     } else {
-        Declared::Admission
+        (Declared::Admission, Declared::Condition, Declared::Message)
     };
     let mut errors = Vec::new();
+    // kube compiles a match condition and an annotation's value trimmed (so its positions
+    // count from the first non-blank character), the others as written; the error shows the
+    // match condition trimmed, the others as written.
     let mut check = |path: String,
-                     expression: &str,
+                     written: &str,
+                     (trimmed, declared): (bool, Declared),
                      variables: &[&str],
                      wanted: Option<cel_rules::Expression>| {
+        let expression = if trimmed { written.trim() } else { written };
         if expression.trim().is_empty() {
             return;
         }
@@ -1435,7 +1452,12 @@ pub fn expression_errors(policy: &Value) -> Vec<(String, String, String)> {
                 .or_else(|| cel_rules::admission_type_error(expression, &compiled, wanted)),
         };
         if let Some(detail) = detail {
-            errors.push((path, expression.to_owned(), detail));
+            let shown = if path.starts_with("spec.matchConditions") {
+                expression
+            } else {
+                written
+            };
+            errors.push((path, shown.to_owned(), detail));
         }
     };
     let list = |key: &str| {
@@ -1447,32 +1469,37 @@ pub fn expression_errors(policy: &Value) -> Vec<(String, String, String)> {
     };
     let variables = list("variables");
     let names: Vec<&str> = variables.iter().map(|v| text(v, "/name")).collect();
-    for (index, variable) in variables.iter().enumerate() {
-        check(
-            format!("spec.variables[{index}].expression"),
-            text(variable, "/expression"),
-            &names[..index],
-            None,
-        );
-    }
+    // kube's order: the match conditions, the variables, the validations, the annotations.
     for (index, condition) in list("matchConditions").iter().enumerate() {
         check(
             format!("spec.matchConditions[{index}].expression"),
             text(condition, "/expression"),
-            &names,
+            (true, in_condition),
+            &[],
             Some(cel_rules::Expression::Rule),
+        );
+    }
+    for (index, variable) in variables.iter().enumerate() {
+        check(
+            format!("spec.variables[{index}].expression"),
+            text(variable, "/expression"),
+            (false, declared),
+            &names[..index],
+            None,
         );
     }
     for (index, validation) in list("validations").iter().enumerate() {
         check(
             format!("spec.validations[{index}].expression"),
             text(validation, "/expression"),
+            (false, declared),
             &names,
             Some(cel_rules::Expression::Rule),
         );
         check(
             format!("spec.validations[{index}].messageExpression"),
             text(validation, "/messageExpression"),
+            (false, in_message),
             &names,
             Some(cel_rules::Expression::Message),
         );
@@ -1481,6 +1508,7 @@ pub fn expression_errors(policy: &Value) -> Vec<(String, String, String)> {
         check(
             format!("spec.auditAnnotations[{index}].valueExpression"),
             text(annotation, "/valueExpression"),
+            (true, declared),
             &names,
             None,
         );

@@ -714,13 +714,59 @@ fn expressions_that_do_not_compile_are_the_policys_errors() {
         "matchConditions": [{"name": "c", "expression": "params.x"}],
         "validations": [{"expression": "object.(", "messageExpression": "foo + 'x'"}]}));
     assert_eq!(found.len(), 4, "{found:?}");
+    // kube's order: the match conditions before the variables.
+    assert!(found[0].starts_with("spec.matchConditions[0].expression: params.x: compilation failed: ERROR: <input>:1:1: undeclared reference to 'params' (in container '')"), "{}", found[0]);
     assert_eq!(
-        found[0],
+        found[1],
         "spec.variables[0].expression: variables.b: compilation failed: ERROR: <input>:1:10: undefined field 'b'\n | variables.b\n | .........^"
     );
-    assert!(found[1].starts_with("spec.matchConditions[0].expression: params.x: compilation failed: ERROR: <input>:1:1: undeclared reference to 'params' (in container '')"), "{}", found[1]);
     assert!(found[2].starts_with("spec.validations[0].expression: object.(: compilation failed: ERROR: <input>:1:8: Syntax error:"), "{}", found[2]);
     assert!(found[3].starts_with("spec.validations[0].messageExpression: foo + 'x': compilation failed: ERROR: <input>:1:1: undeclared reference to 'foo' (in container '')"), "{}", found[3]);
+    // kube trims a match condition and an annotation's value before compiling them (their
+    // columns count from the first non-blank), not a validation; it shows the trimmed match
+    // condition, the others as written.
+    let first_lines: Vec<String> = errors(json!({
+        "matchConditions": [{"name": "c", "expression": "  foo(1)"}],
+        "validations": [{"expression": "  foo(1)"}],
+        "auditAnnotations": [{"key": "k", "valueExpression": "  foo(1)"}]}))
+    .iter()
+    .map(|e| e.lines().next().unwrap_or_default().to_owned())
+    .collect();
+    assert_eq!(
+        first_lines,
+        [
+            "spec.matchConditions[0].expression: foo(1): compilation failed: ERROR: <input>:1:4: undeclared reference to 'foo' (in container '')",
+            "spec.validations[0].expression:   foo(1): compilation failed: ERROR: <input>:1:6: undeclared reference to 'foo' (in container '')",
+            "spec.auditAnnotations[0].valueExpression:   foo(1): compilation failed: ERROR: <input>:1:4: undeclared reference to 'foo' (in container '')",
+        ]
+    );
+    // kube's validation declares no `variables` in match conditions (their compiler composes
+    // none) and no `authorizer` in message expressions.
+    let scoped = |spec: Value| -> Vec<String> {
+        errors(spec)
+            .iter()
+            .map(|e| e.lines().next().unwrap_or_default().to_owned())
+            .collect()
+    };
+    assert_eq!(
+        scoped(json!({
+            "variables": [{"name": "a", "expression": "1"}],
+            "matchConditions": [{"name": "c", "expression": "variables.a == 1"}],
+            "validations": [{"expression": "variables.a == 1 && authorizer.path('/').check('get').allowed()",
+                "messageExpression": "authorizer.path('/').check('get').reason() + string(variables.a)"}]})),
+        [
+            "spec.matchConditions[0].expression: variables.a == 1: compilation failed: ERROR: <input>:1:1: undeclared reference to 'variables' (in container '')",
+            "spec.validations[0].messageExpression: authorizer.path('/').check('get').reason() + string(variables.a): compilation failed: ERROR: <input>:1:1: undeclared reference to 'authorizer' (in container '')",
+        ]
+    );
+    assert_eq!(
+        scoped(
+            json!({"paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+            "matchConditions": [{"name": "c", "expression": "params.data.a == '1' && authorizer.path('/').check('get').allowed()"}],
+            "validations": [{"expression": "true", "messageExpression": "params.data.a"}]})
+        ),
+        Vec::<String>::new()
+    );
     // Types: an operator without an overload, a result of another type.
     let typed = errors(json!({"validations": [
         {"expression": "1 + 'a' == 2"},

@@ -395,6 +395,22 @@ fn configurations_are_validated_as_kube_validates_them() {
 }
 
 #[test]
+fn match_conditions_calling_undeclared_functions_are_refused() {
+    let conditions = json!([
+        {"name": "typo", "expression": "object.metadata.name.startWith('a')"},
+        {"name": "library", "expression": "!format.dns1123Label().validate(object.metadata.name).hasValue() && sets.contains(['a'], ['a'])"}]);
+    let message = configuration_causes(
+        "ValidatingWebhookConfiguration",
+        json!([webhook(json!({"matchConditions": conditions}))]),
+    );
+    assert!(
+        message.ends_with("webhooks[0].matchConditions[0].expression: Invalid value: \"object.metadata.name.startWith('a')\": compilation failed: ERROR: <input>:1:31: undeclared reference to 'startWith' (in container '')\n | object.metadata.name.startWith('a')\n | ..............................^"),
+        "{message}"
+    );
+    assert!(!message.contains("matchConditions[1]"), "{message}");
+}
+
+#[test]
 fn configurations_get_kube_defaults() {
     let def = def(
         "admissionregistration.k8s.io",

@@ -4,7 +4,14 @@
 //! **When a CRD is written** (`rule_error`, `field_path_error`) each rule and
 //! `messageExpression` must parse (`compilation failed: ERROR: <input>:1:6: Syntax error: ...`,
 //! CEL's own text, with the source line and a caret as cel-go prints them), may name no
-//! variable but `self` and `oldSelf` (`undeclared reference to 'foo' (in container '')`), and
+//! variable but `self` and `oldSelf` (`undeclared reference to 'foo' (in container '')`) and
+//! call no function kube-apiserver 1.33's CEL environment does not declare (the same words,
+//! at the call's `(`: `self.name.startWith('a')`, `foo(1)`, `math.greatest(1, 2)`; the
+//! `functions` module lists kube's names and where they come from; `a.b.f()` is the function
+//! `a.b.f` when kube declares it, else `f` on `a.b`, as cel-go resolves qualified names; a
+//! declared name called the wrong way, `startsWith('a', 'b')`, is the type check's), every
+//! undeclared reference listed in the order of their positions as cel-go lists them (at most
+//! 100, then `N more errors were truncated`), and
 //! must type-check as far as the `types` module can be sure: no field its node's schema does not
 //! declare (`undefined field 'replica'`), no operator on operands it has no overload for
 //! (`found no matching overload for '_+_' applied to '(int, string)'`), a rule of a known type
@@ -83,8 +90,13 @@
 //! their own declared variables (`object`, `oldObject`, `request`, `params`, ...: `Declared`),
 //! and run them within the same bound and budgets (`run`).
 //!
-//! **Not here yet**: kube's `format` and `semver` libraries: a rule calling one is skipped,
-//! never a refusal; the type check at CRD time
+//! **Differs from kube**: an expression with undeclared references is refused with them only,
+//! where cel-go also lists the type errors of the rest of the expression beside them; `cel.bind`
+//! is accepted and evaluated, where kube 1.33 (whose base environment has no `ext.Bindings`)
+//! refuses it as an undeclared reference to `cel`.
+//!
+//! **Not here yet**: kube's `format` and `semver` libraries: a rule calling one compiles and
+//! is skipped when it runs, never a refusal; the type check at CRD time
 //! refuses only what it is sure of (see the `types` module: a rule kube refuses for types it cannot
 //! follow compiles here and fails when it runs); the CRD-time cost estimate follows only part
 //! of cel-go's (rules calling `find`, `findAll`, `replace`, `isIP`, `url`, `quantity`, the
@@ -109,6 +121,7 @@ use crate::field::{Cause, duplicate, forbidden, go_quote, invalid, required};
 
 pub mod authz;
 mod cost;
+mod functions;
 mod library;
 mod net;
 mod quantity;
@@ -173,10 +186,12 @@ const PATTERN_COMPILE_COST: f64 = 1_000.0;
 /// expression of deeply nested comprehensions).
 const ESTIMATE_STEPS_MAX: usize = 1_000_000;
 
-/// The variables an expression may name besides comprehension variables, type names and
-/// function namespaces: a CRD rule's (`self`, `oldSelf`), or an admission policy's (kube's
-/// `object`, `oldObject`, `request`, `namespaceObject`, `variables`, `authorizer`, and
-/// `params` when the policy has a `paramKind`).
+/// The variables an expression may name besides comprehension variables and type names: a
+/// CRD rule's (`self`, `oldSelf`), or an admission policy's (kube's `object`, `oldObject`,
+/// `request`, `namespaceObject`, `variables`, `authorizer`, and `params` when the policy has
+/// a `paramKind`), of which kube's validation leaves `variables` out of match conditions (its
+/// compiler for them composes no variables) and `authorizer` out of message expressions
+/// (`HasAuthorizer: false`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Declared {
     /// `self`, `oldSelf`.
@@ -185,9 +200,33 @@ pub(crate) enum Declared {
     Admission,
     /// A ValidatingAdmissionPolicy's variables with `params`.
     AdmissionWithParams,
+    /// A match condition's (a policy's or a webhook's) when it is written: no `variables`.
+    Condition,
+    /// Likewise, with `params`.
+    ConditionWithParams,
+    /// A `messageExpression`'s when it is written: no `authorizer`.
+    Message,
+    /// Likewise, with `params`.
+    MessageWithParams,
 }
 
 impl Declared {
+    /// Where the programs compiled in this environment are kept ([`compile_in`]): only the
+    /// environments expressions run in; those of a policy's validation when written
+    /// (`Condition`, `Message`, ...) compile each expression once per write, so they keep none
+    /// and add nothing to what is kept.
+    fn kept(self) -> Option<usize> {
+        match self {
+            Declared::Crd => Some(0),
+            Declared::Admission => Some(1),
+            Declared::AdmissionWithParams => Some(2),
+            Declared::Condition
+            | Declared::ConditionWithParams
+            | Declared::Message
+            | Declared::MessageWithParams => None,
+        }
+    }
+
     fn names(self) -> &'static [&'static str] {
         match self {
             Declared::Crd => &["self", "oldSelf"],
@@ -206,6 +245,36 @@ impl Declared {
                 "namespaceObject",
                 "variables",
                 "authorizer",
+                "params",
+            ],
+            Declared::Condition => &[
+                "object",
+                "oldObject",
+                "request",
+                "namespaceObject",
+                "authorizer",
+            ],
+            Declared::ConditionWithParams => &[
+                "object",
+                "oldObject",
+                "request",
+                "namespaceObject",
+                "authorizer",
+                "params",
+            ],
+            Declared::Message => &[
+                "object",
+                "oldObject",
+                "request",
+                "namespaceObject",
+                "variables",
+            ],
+            Declared::MessageWithParams => &[
+                "object",
+                "oldObject",
+                "request",
+                "namespaceObject",
+                "variables",
                 "params",
             ],
         }
@@ -251,8 +320,8 @@ pub(crate) fn compile(text: &str) -> Compilation {
     compile_in(text, Declared::Crd)
 }
 
-/// Compiles `text` where the variables `declared` are (kept by its text, per environment,
-/// see [`PROGRAMS_KEPT`]).
+/// Compiles `text` where the variables `declared` are (kept by its text, per environment an
+/// expression runs in, see [`PROGRAMS_KEPT`] and `Declared::kept`).
 ///
 /// # Errors
 /// CEL's message (`ERROR: <input>:1:6: Syntax error: ...`).
@@ -260,7 +329,10 @@ pub(crate) fn compile_in(text: &str, declared: Declared) -> Compilation {
     /// The kept programs by their text, and the bytes of text kept.
     type Kept = (HashMap<String, Arc<Compiled>>, usize);
     static KEPT: [OnceLock<Mutex<Kept>>; 3] = [const { OnceLock::new() }; 3];
-    let kept = KEPT[declared as usize].get_or_init(Mutex::default);
+    let Some(index) = declared.kept() else {
+        return compile_uncached(text, declared);
+    };
+    let kept = KEPT[index].get_or_init(Mutex::default);
     if let Some(hit) = kept.lock().unwrap_or_else(|p| p.into_inner()).0.get(text) {
         return Ok(hit.clone());
     }
@@ -313,19 +385,23 @@ fn compile_uncached(text: &str, declared: Declared) -> Compilation {
                 "ERROR: <input>:1:1: expression recursion limit exceeded: {DEPTH_MAX}"
             ));
         }
-        let mut scope = Vec::new();
-        if let Some(id) = undeclared(program.expression(), &mut scope, declared.names()) {
-            let name = match &id.expr {
-                Expr::Ident(name) => name.clone(),
-                _ => String::new(),
-            };
-            let (line, column) = position(text, &program, id.id);
-            return Err(display(
-                text,
-                line,
-                column,
-                &format!("undeclared reference to '{name}' (in container '')"),
-            ));
+        let mut found = Vec::new();
+        undeclared(
+            program.expression(),
+            &mut Vec::new(),
+            declared.names(),
+            &mut found,
+        );
+        if !found.is_empty() {
+            let errors = found.into_iter().map(|(id, name)| {
+                let (line, column) = position(text, &program, id);
+                (
+                    line,
+                    column,
+                    format!("undeclared reference to '{name}' (in container '')"),
+                )
+            });
+            return Err(shown_in_order(text, errors.collect()));
         }
         let uses_old_self = program.references().has_variable("oldSelf");
         Ok(Arc::new(Compiled {
@@ -484,17 +560,21 @@ fn depth(root: &IdedExpr) -> usize {
     deepest
 }
 
-/// The first identifier that is neither one of `declared`, a comprehension's variable, a type
-/// name nor a function namespace. Recursive: called only on trees of at most [`DEPTH_MAX`].
+/// The undeclared references of an expression, as cel-go's checker finds them: identifiers
+/// that are neither one of `declared`, a comprehension's variable nor a type name, and calls
+/// of functions kube's environment does not declare ([`functions`]; `a.b.f()` is the
+/// function `a.b.f` when that is declared, else `f` on the target `a.b`, as cel-go resolves
+/// qualified names), each with the id cel-go reports it at (a call's is its `(`), into
+/// `found`. Recursive: called only on trees of at most [`DEPTH_MAX`].
 fn undeclared<'a>(
     expr: &'a IdedExpr,
     scope: &mut Vec<&'a str>,
     declared: &[&str],
-) -> Option<&'a IdedExpr> {
-    /// Types, and the namespaces of CEL's and kube's libraries (`format.dns1123Label()`,
-    /// `sets.contains(...)`, `math.greatest(...)`): a call into one this server lacks is skipped
-    /// when it runs, never refused with its CRD.
-    const KNOWN: [&str; 23] = [
+    found: &mut Vec<(u64, &'a str)>,
+) {
+    /// Type names, which are identifiers too (`type(x) == int`; `google` for
+    /// `google.protobuf.Timestamp`).
+    const KNOWN: [&str; 12] = [
         "int",
         "uint",
         "double",
@@ -506,86 +586,90 @@ fn undeclared<'a>(
         "null_type",
         "type",
         "dyn",
-        "optional",
-        "strings",
         "google",
-        "cel",
-        "format",
-        "sets",
-        "math",
-        "lists",
-        "base64",
-        "ip",
-        "cidr",
-        "semver",
-    ];
-    /// Macros of CEL's extensions the parser may leave as calls: their leading bare
-    /// identifiers are variables bound in their last argument.
-    const BINDING: [&str; 12] = [
-        "bind",
-        "all",
-        "exists",
-        "existsOne",
-        "exists_one",
-        "map",
-        "filter",
-        "transformList",
-        "transformMap",
-        "transformMapEntry",
-        "sortBy",
-        "optMap",
     ];
     match &expr.expr {
-        Expr::Ident(name) => (!KNOWN.contains(&name.as_str())
-            && !declared.contains(&name.as_str())
-            && !scope.contains(&name.as_str()))
-        .then_some(expr),
-        Expr::Comprehension(c) => {
-            let outer = scope.len();
-            let found = undeclared(&c.iter_range, scope, declared)
-                .or_else(|| undeclared(&c.accu_init, scope, declared));
-            if found.is_some() {
-                return found;
+        Expr::Ident(name) => {
+            if !KNOWN.contains(&name.as_str())
+                && !declared.contains(&name.as_str())
+                && !scope.contains(&name.as_str())
+            {
+                found.push((expr.id, name));
             }
+        }
+        Expr::Comprehension(c) => {
+            undeclared(&c.iter_range, scope, declared, found);
+            undeclared(&c.accu_init, scope, declared, found);
+            let outer = scope.len();
             scope.push(&c.accu_var);
             scope.push(&c.iter_var);
             scope.extend(c.iter_var2.as_deref());
-            let found = undeclared(&c.loop_cond, scope, declared)
-                .or_else(|| undeclared(&c.loop_step, scope, declared))
-                .or_else(|| undeclared(&c.result, scope, declared));
+            undeclared(&c.loop_cond, scope, declared, found);
+            undeclared(&c.loop_step, scope, declared, found);
+            undeclared(&c.result, scope, declared, found);
             scope.truncate(outer);
-            found
         }
-        Expr::Call(call) if BINDING.contains(&call.func_name.as_str()) && call.args.len() >= 2 => {
-            let bound = call
-                .args
-                .iter()
-                .take(call.args.len() - 1)
-                .take_while(|a| matches!(a.expr, Expr::Ident(_)))
-                .count()
-                .min(if call.func_name == "bind" { 1 } else { 2 });
-            let found = call
-                .target
-                .as_deref()
-                .and_then(|t| undeclared(t, scope, declared));
-            if found.is_some() {
-                return found;
-            }
-            let outer = scope.len();
-            for arg in &call.args[..bound] {
-                if let Expr::Ident(name) = &arg.expr {
-                    scope.push(name);
+        Expr::Call(call) => {
+            let name = call.func_name.as_str();
+            let Some(target) = call.target.as_deref() else {
+                for arg in &call.args {
+                    undeclared(arg, scope, declared, found);
                 }
+                if !functions::operator(name) && !functions::declared(name) {
+                    found.push((expr.id, name));
+                }
+                return;
+            };
+            if let Some(bound) = functions::macro_variables(name, call.args.len()) {
+                // A macro cel-go expands: its leading bare identifiers are variables bound in
+                // the arguments after them.
+                undeclared(target, scope, declared, found);
+                let bound = call
+                    .args
+                    .iter()
+                    .take(bound)
+                    .take_while(|a| matches!(a.expr, Expr::Ident(_)))
+                    .count();
+                let outer = scope.len();
+                for arg in &call.args[..bound] {
+                    if let Expr::Ident(name) = &arg.expr {
+                        scope.push(name);
+                    }
+                }
+                for arg in &call.args[bound..] {
+                    undeclared(arg, scope, declared, found);
+                }
+                scope.truncate(outer);
+                return;
             }
-            let found = call.args[bound..]
-                .iter()
-                .find_map(|a| undeclared(a, scope, declared));
-            scope.truncate(outer);
-            found
+            for arg in &call.args {
+                undeclared(arg, scope, declared, found);
+            }
+            if qualified(target).is_some_and(|q| functions::declared(&format!("{q}.{name}"))) {
+                return;
+            }
+            undeclared(target, scope, declared, found);
+            if !functions::declared(name) {
+                found.push((expr.id, name));
+            }
         }
-        _ => children(expr)
-            .into_iter()
-            .find_map(|c| undeclared(c, scope, declared)),
+        _ => {
+            for child in children(expr) {
+                undeclared(child, scope, declared, found);
+            }
+        }
+    }
+}
+
+/// The qualified name an identifier, or a selection of one (`a.b.c`, not `has(a.b)`), spells
+/// (cel-go's `containers.ToQualifiedName`).
+fn qualified(expr: &IdedExpr) -> Option<String> {
+    match &expr.expr {
+        Expr::Ident(name) => Some(name.clone()),
+        Expr::Select(select) if !select.test => {
+            qualified(&select.operand).map(|q| format!("{q}.{}", select.field))
+        }
+        _ => None,
     }
 }
 
@@ -688,6 +772,25 @@ pub(crate) fn estimated_cost(
     let compiled = compile(text).ok()?;
     let root = compiled.program.expression();
     stacker::grow(EVALUATE_STACK, || cost::estimate(root, schema, resource))
+}
+
+/// Errors at `(line, column, message)` of `text` as cel-go's `Errors.ToDisplayString` prints
+/// them: sorted by position (stable, so errors at one position keep their order), each as
+/// [`display`] shows it, one a line, the first 100 and then how many more there were.
+fn shown_in_order(text: &str, mut errors: Vec<(usize, usize, String)>) -> String {
+    /// cel-go's `maxErrorsToReport`.
+    const REPORTED_MAX: usize = 100;
+    errors.sort_by_key(|&(line, column, _)| (line, column));
+    let more = errors.len().saturating_sub(REPORTED_MAX);
+    let mut shown: Vec<String> = errors
+        .iter()
+        .take(REPORTED_MAX)
+        .map(|(line, column, message)| display(text, *line, *column, message))
+        .collect();
+    if more > 0 {
+        shown.push(format!("{more} more errors were truncated"));
+    }
+    shown.join("\n")
 }
 
 /// An error at `line` and `column` (1-based, in characters) of `text` as cel-go's
@@ -2723,7 +2826,7 @@ mod tests {
         for lacking in [
             "size(self) == 0 || format.dns1123Label().validate(self) == null",
             "cel.bind(x, self.a, x > 1 && x < 5)",
-            "sets.contains(self.a, [1]) && math.greatest(1, 2) == 2",
+            "sets.contains(self.a, [1]) && quantity('1').isInteger()",
             "self.m.transformMap(k, v, v + 1) == self.m",
         ] {
             assert_eq!(compile_error(lacking), None, "{lacking}");
@@ -2735,6 +2838,149 @@ mod tests {
                 .unwrap()
                 .contains("code point size exceeds limit")
         );
+    }
+
+    #[test]
+    fn calls_of_functions_kube_does_not_declare_are_refused_at_their_parenthesis() {
+        let undeclared = |name: &str| format!("undeclared reference to '{name}' (in container '')");
+        // A global call, a member call (the Kubernetes documentation's own typo of
+        // `startsWith`), one in a macro's body and one on a second line: at their `(`.
+        assert_eq!(
+            compile_error("foo(1)").unwrap(),
+            format!(
+                "ERROR: <input>:1:4: {}\n | foo(1)\n | ...^",
+                undeclared("foo")
+            )
+        );
+        assert_eq!(
+            compile_error("self.name.startWith('a')").unwrap(),
+            format!(
+                "ERROR: <input>:1:20: {}\n | self.name.startWith('a')\n | ...................^",
+                undeclared("startWith")
+            )
+        );
+        assert_eq!(
+            compile_error("self.l.all(x, x.fooBar ())").unwrap(),
+            format!(
+                "ERROR: <input>:1:24: {}\n | self.l.all(x, x.fooBar ())\n | .......................^",
+                undeclared("fooBar")
+            )
+        );
+        assert_eq!(
+            compile_error("self.a == 1 ||\n  nope(self)").unwrap(),
+            format!(
+                "ERROR: <input>:2:7: {}\n |   nope(self)\n | ......^",
+                undeclared("nope")
+            )
+        );
+        // A namespace kube does not have: its name is an undeclared identifier, then the
+        // function; every error, in the order of their positions, as cel-go lists them.
+        assert_eq!(
+            compile_error("math.greatest(1, 2) == 2").unwrap(),
+            format!(
+                "ERROR: <input>:1:1: {}\n | math.greatest(1, 2) == 2\n | ^\nERROR: <input>:1:14: {}\n | math.greatest(1, 2) == 2\n | .............^",
+                undeclared("math"),
+                undeclared("greatest")
+            )
+        );
+        let e = compile_error("bar(minimum) || self.baz()").unwrap();
+        let positions: Vec<&str> = e.lines().filter(|l| l.starts_with("ERROR")).collect();
+        assert_eq!(
+            positions,
+            [
+                format!("ERROR: <input>:1:4: {}", undeclared("bar")),
+                format!("ERROR: <input>:1:5: {}", undeclared("minimum")),
+                format!("ERROR: <input>:1:25: {}", undeclared("baz")),
+            ]
+        );
+        // Past 100 errors, cel-go counts the rest.
+        let many = vec!["f()"; 102].join(" + ");
+        let e = compile_error(&many).unwrap();
+        assert_eq!(e.lines().filter(|l| l.starts_with("ERROR")).count(), 100);
+        assert!(e.ends_with("\n2 more errors were truncated"), "{e}");
+        // Namespaced and member functions kube 1.33 does not have.
+        for (expression, name) in [
+            ("base64.encode(b'a') == 'YQ=='", "base64"),
+            ("lists.range(3).size() == 3", "lists"),
+            ("'abc'.reverse() == 'cba'", "reverse"),
+            ("sets.union([1], [2]) == [1, 2]", "sets"),
+            ("strings.fooBar('a')", "strings"),
+            ("isCanonical('::1')", "isCanonical"),
+            ("self.l.all(x)", "all"),
+            ("self.l.sortBy(x, x) == self.l", "sortBy"),
+        ] {
+            let e = compile_error(expression).unwrap_or_default();
+            assert!(e.contains(&undeclared(name)), "{expression}: {e}");
+        }
+    }
+
+    #[test]
+    fn calls_of_every_namespace_and_library_kube_has_compile() {
+        for expression in [
+            // cel-go's standard library, called globally, as members, with a leading dot.
+            "size(self.s) == self.s.size() && .size([1]) == 1 && int('1') == 1 && uint(1) == 1u",
+            "double(1) == 1.0 && string(1) == '1' && bytes('a') == b'a' && bool('true')",
+            "type(self) == map && dyn(1) == 1 && self.s.contains('a') && self.s.endsWith('a')",
+            "self.s.startsWith('a') && self.s.matches('^a') && matches(self.s, 'a')",
+            "timestamp('2020-01-01T00:00:00Z').getFullYear() == 2020 && duration('1s').getSeconds() == 1",
+            "timestamp('2020-01-01T00:00:00Z').getMonth() + duration('1h').getHours() > 0",
+            "_in_(1, [1]) && __not_strictly_false__(true)",
+            // Optional types, their macros.
+            "optional.of(1).hasValue() && optional.none().orValue(1) == 1 && optional.unwrap([optional.of(1)]) == [1]",
+            "optional.ofNonZeroValue(0).or(optional.of(1)).value() == 1 && [1].first().hasValue() && [1].last().hasValue()",
+            "optional.of(1).optMap(x, x + 1).value() == 2 && optional.of(1).optFlatMap(x, optional.of(x)).hasValue()",
+            "[optional.of(1)].unwrapOpt() == [1] && self.?s.orValue('') == ''",
+            // ext.Strings (version 2).
+            "'a,b'.split(',').join('-') == 'a-b' && 'abc'.charAt(1) == 'b' && 'a'.upperAscii() == 'A'",
+            "'abc'.indexOf('b') == 1 && 'abc'.lastIndexOf('b') == 1 && 'A'.lowerAscii() == 'a'",
+            "'abc'.replace('b', 'c') == 'acc' && 'abc'.substring(1) == 'bc' && ' a '.trim() == 'a'",
+            "'%s'.format(['a']) == 'a' && strings.quote('a') == '\"a\"'",
+            // ext.Sets, two-variable comprehensions, cel.bind.
+            "sets.contains([1], [1]) && sets.equivalent([1], [1]) && sets.intersects([1], [1])",
+            "{'a': 1}.all(k, v, v > 0) && [1].exists(i, v, v == 1) && [1].existsOne(i, v, v == 1)",
+            "[1].exists_one(i, v, v == 1) && [1].transformList(i, v, v * 2) == [2]",
+            "[1].transformList(i, v, v > 0, v * 2) == [2] && {'a': 1}.transformMap(k, v, v + 1) == {'a': 2}",
+            "{'a': 1}.transformMap(k, v, v > 0, v) == {'a': 1} && {'a': 1}.transformMapEntry(k, v, {k: v}) == {'a': 1}",
+            "{'a': 1}.transformMapEntry(k, v, v > 0, {k: v}) == {'a': 1} && cel.bind(x, 1, x > 0)",
+            // kube's lists, regex, URLs, quantity, IP, CIDR, format and semver libraries.
+            "[1, 2].isSorted() && [1].sum() == 1 && [1].min() == 1 && [1].max() == 1",
+            "[1].indexOf(1) == 0 && [1].lastIndexOf(1) == 0 && self.s.find('a') == 'a' && self.s.findAll('a').size() == 1",
+            "url('https://a:1/p?q=1').getHost() == 'a:1' && url('https://a').getScheme() == 'https' && isURL('https://a')",
+            "url('https://a').getHostname() == 'a' && url('https://a').getPort() == '' && url('https://a').getEscapedPath() == ''",
+            "url('https://a').getQuery().size() == 0",
+            "quantity('1Gi').isGreaterThan(quantity('1Mi')) && isQuantity('1') && quantity('1').sign() == 1",
+            "quantity('1').isLessThan(quantity('2')) && quantity('1').compareTo(quantity('1')) == 0",
+            "quantity('1').add(1).sub(quantity('1')).asInteger() == 1 && quantity('1').isInteger() && quantity('1').asApproximateFloat() == 1.0",
+            "ip.isCanonical('127.0.0.1') && ip('127.0.0.1').isLoopback() && ip('::1').family() == 6 && isIP('::1')",
+            "ip('0.0.0.0').isUnspecified() && ip('ff02::1').isLinkLocalMulticast() && ip('fe80::1').isLinkLocalUnicast()",
+            "ip('8.8.8.8').isGlobalUnicast() && string(ip('::1')) == '::1'",
+            "cidr('10.0.0.0/8').containsIP(ip('10.0.0.1')) && cidr('10.0.0.0/8').containsCIDR('10.0.0.0/16') && isCIDR('10.0.0.0/8')",
+            "cidr('10.0.0.0/8').ip() == ip('10.0.0.0') && cidr('10.0.0.0/8').prefixLength() == 8 && cidr('10.0.0.1/8').masked() == cidr('10.0.0.0/8')",
+            "!format.dns1123Label().validate(self.s).hasValue() || format.named('uuid').hasValue()",
+            "format.dns1123Subdomain().validate('a') == format.dns1035Label().validate('a') && format.qualifiedName().validate('a') == optional.none()",
+            "format.dns1123LabelPrefix().validate('a') == format.dns1123SubdomainPrefix().validate('a')",
+            "format.dns1035LabelPrefix().validate('a') == format.labelValue().validate('a') && format.uri().validate('a') == format.uuid().validate('a')",
+            "format.byte().validate('a') == format.date().validate('a') && format.datetime().validate('a') == optional.none()",
+            "semver('1.0.0').major() == 1 && semver('1.0.0').minor() == 0 && semver('1.0.0').patch() == 0 && isSemver('1.0.0')",
+            "semver('1.0.0').isGreaterThan(semver('0.1.0')) && semver('v1.0', true).isLessThan(semver('2.0.0')) && isSemver('v1', true)",
+            "semver('1.0.0').compareTo(semver('1.0.0')) == 0",
+            // Declared names called the wrong way are the type check's to judge, not refused here.
+            "'abc'.size() == size('abc') && self.s.startsWith('a', 'b')",
+        ] {
+            assert_eq!(compile_error(expression), None, "{expression}");
+        }
+        // kube's authorization library, on an admission policy's `authorizer`.
+        for expression in [
+            "authorizer.group('').resource('pods').namespace('a').name('b').subresource('s').check('get').allowed()",
+            "authorizer.group('').resource('pods').fieldSelector('a=b').labelSelector('a=b').check('list').reason() == ''",
+            "authorizer.path('/a').check('get').errored() || authorizer.serviceAccount('a', 'b').path('/a').check('get').error() == ''",
+            "authorizer.requestResource.check('get').allowed()",
+        ] {
+            assert!(
+                compile_in(expression, Declared::Admission).is_ok(),
+                "{expression}"
+            );
+        }
     }
 
     #[test]

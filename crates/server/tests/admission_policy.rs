@@ -409,6 +409,87 @@ async fn custom_resources_and_deletes_are_evaluated_and_policies_are_exempt() {
     create(off.addr, DEPLOYMENTS, &deployment("big", 6)).await;
 }
 
+/// Goal: a call of a function kube's CEL environment does not declare refuses the policy as
+/// kube-apiserver 1.33 refuses it (`undeclared reference to 'startWith'`, at the call's `(`,
+/// with cel-go's source line and caret), in every field holding an expression; calls of
+/// kube's libraries are accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policies_calling_undeclared_functions_are_refused() {
+    let server = server_with(ServeArgs::default()).await;
+    let addr = server.addr;
+    // The Kubernetes documentation's own typo of `startsWith`.
+    let mut typo = replicas_policy();
+    typo["spec"]["validations"] = json!([{"expression": "object.metadata.name.startWith('a')"}]);
+    let (status, body) = send_json(addr, "POST", POLICIES, &typo).await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(
+        body["message"],
+        "ValidatingAdmissionPolicy.admissionregistration.k8s.io \"replicas-limit\" is invalid: spec.validations[0].expression: Invalid value: \"object.metadata.name.startWith('a')\": compilation failed: ERROR: <input>:1:31: undeclared reference to 'startWith' (in container '')\n | object.metadata.name.startWith('a')\n | ..............................^",
+        "{body}"
+    );
+    // Every field with an expression, in kube's order.
+    let mut everywhere = replicas_policy();
+    everywhere["spec"]["variables"] = json!([{"name": "v", "expression": "foo(1)"}]);
+    everywhere["spec"]["matchConditions"] =
+        json!([{"name": "m", "expression": "object.bar() == 1"}]);
+    everywhere["spec"]["validations"] =
+        json!([{"expression": "true", "messageExpression": "math.greatest(1, 2)"}]);
+    everywhere["spec"]["auditAnnotations"] =
+        json!([{"key": "k", "valueExpression": "'a'.reverse()"}]);
+    let (status, body) = send_json(addr, "POST", POLICIES, &everywhere).await;
+    assert_eq!(status, 422, "{body}");
+    let causes: Vec<(&str, &str)> = body["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let message = c["message"].as_str().unwrap();
+            (
+                c["field"].as_str().unwrap(),
+                message.split('\n').next().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        causes,
+        [
+            (
+                "spec.matchConditions[0].expression",
+                "Invalid value: \"object.bar() == 1\": compilation failed: ERROR: <input>:1:11: undeclared reference to 'bar' (in container '')"
+            ),
+            (
+                "spec.variables[0].expression",
+                "Invalid value: \"foo(1)\": compilation failed: ERROR: <input>:1:4: undeclared reference to 'foo' (in container '')"
+            ),
+            (
+                "spec.validations[0].messageExpression",
+                "Invalid value: \"math.greatest(1, 2)\": compilation failed: ERROR: <input>:1:1: undeclared reference to 'math' (in container '')"
+            ),
+            (
+                "spec.auditAnnotations[0].valueExpression",
+                "Invalid value: \"'a'.reverse()\": compilation failed: ERROR: <input>:1:12: undeclared reference to 'reverse' (in container '')"
+            ),
+        ],
+        "{body}"
+    );
+    // kube's libraries, in each field.
+    let mut valid = replicas_policy();
+    valid["spec"]["variables"] = json!([
+        {"name": "name", "expression": "object.metadata.name.lowerAscii().split('-').join('.')"},
+        {"name": "ok", "expression": "sets.contains(['a', 'b'], [variables.name]) || isURL('https://' + variables.name)"}]);
+    valid["spec"]["matchConditions"] = json!([{"name": "m",
+        "expression": "!format.dns1123Label().validate(object.metadata.name).hasValue() && authorizer.group('apps').resource('deployments').check('get').allowed() || true"}]);
+    valid["spec"]["validations"] = json!([
+        {"expression": "object.spec.template.spec.containers.all(c, c.image.matches('^[a-z]') && c.image.find('[a-z]+') != '')",
+         "messageExpression": "'image %s'.format([strings.quote(object.spec.template.spec.containers[0].image)])"},
+        {"expression": "!has(object.spec.template.spec.containers[0].resources.limits) || object.spec.template.spec.containers[0].resources.limits.all(k, v, quantity(string(v)).isLessThan(quantity('64Gi')))"},
+        {"expression": "[1, 2].isSorted() && ip.isCanonical('10.0.0.1') && cidr('10.0.0.0/8').containsIP(ip('10.0.0.1')) && semver('1.2.3').major() == 1 && optional.of(1).optMap(x, x + 1).value() == 2"}]);
+    valid["spec"]["auditAnnotations"] = json!([{"key": "k",
+        "valueExpression": "url('https://a.b/c').getHost() + string(object.metadata.?labels.orValue({}).size())"}]);
+    let (status, body) = send_json(addr, "POST", POLICIES, &valid).await;
+    assert_eq!(status, 201, "{body}");
+}
+
 /// Goal: kube's `ValidateValidatingAdmissionPolicy` on the expressions: one that does not
 /// parse, or names a variable its environment does not declare (`params` without a
 /// `paramKind`), refuses the policy with kube's field error.

@@ -4799,6 +4799,74 @@ async fn a_service_with_more_node_ports_than_an_etcd_transaction_holds_is_a_clea
     server.shutdown().await;
 }
 
+/// A CRD whose rule or `messageExpression` calls a function kube's CEL environment does not
+/// declare is refused as kube-apiserver 1.33 refuses it (`undeclared reference to 'foo'`, at
+/// the call's `(`, with cel-go's source line and caret); rules calling kube's libraries are
+/// accepted.
+#[tokio::test]
+async fn custom_resource_rules_calling_undeclared_functions_are_refused() {
+    let server = server().await;
+    let addr = server.addr;
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let with_rules = |rules: Value| {
+        let mut definition = widget_definition();
+        definition["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["x-kubernetes-validations"] =
+            rules;
+        definition["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"] = json!({"size": {"type": "integer"},
+                "name": {"type": "string", "maxLength": 253},
+                "tags": {"type": "array", "maxItems": 10,
+                    "items": {"type": "string", "maxLength": 63}},
+                "limits": {"type": "object", "maxProperties": 10,
+                    "additionalProperties": {"type": "string", "maxLength": 20}}});
+        definition
+    };
+    let (status, error) = send_json(
+        addr,
+        "POST",
+        crds,
+        &with_rules(json!([{"rule": "self.foo()"}])),
+    )
+    .await;
+    assert_eq!(status, 422, "{error}");
+    assert_eq!(
+        error["message"],
+        "CustomResourceDefinition.apiextensions.k8s.io \"widgets.example.com\" is invalid: spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{Rule:\"self.foo()\", Message:\"\", MessageExpression:\"\", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:\"\", OptionalOldSelf:(*bool)(nil)}: compilation failed: ERROR: <input>:1:9: undeclared reference to 'foo' (in container '')\n | self.foo()\n | ........^"
+    );
+    let (status, error) = send_json(
+        addr,
+        "POST",
+        crds,
+        &with_rules(json!([{"rule": "self.size > 0",
+            "messageExpression": "'size ' + self.name.startWith('a')"}])),
+    )
+    .await;
+    assert_eq!(status, 422, "{error}");
+    let message = error["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("x-kubernetes-validations[0].messageExpression: Invalid value: ")
+            && message.ends_with(": messageExpression compilation failed: ERROR: <input>:1:30: undeclared reference to 'startWith' (in container '')\n | 'size ' + self.name.startWith('a')\n | .............................^"),
+        "{message}"
+    );
+    // kube's libraries.
+    let (status, created) = send_json(
+        addr,
+        "POST",
+        crds,
+        &with_rules(json!([
+            {"rule": "!has(self.name) || !format.dns1123Label().validate(self.name).hasValue()",
+             "messageExpression": "'bad name: ' + strings.quote(self.name)"},
+            {"rule": "!has(self.tags) || self.tags.all(t, t.matches('^[a-z]+$') && t.lowerAscii() == t) && self.tags.isSorted()"},
+            {"rule": "!has(self.tags) || sets.contains(['a', 'b', 'c'], self.tags)"},
+            {"rule": "!has(self.limits) || self.limits.all(k, isQuantity(self.limits[k]) && quantity(self.limits[k]).isLessThan(quantity('1Ti')))"},
+            {"rule": "!has(self.name) || !self.name.startsWith('ip-') || isIP(self.name.substring(3)) && ip(self.name.substring(3)).family() == 4 || cidr('10.0.0.0/8').containsCIDR('10.1.0.0/16')"},
+            {"rule": "!has(self.name) || !isURL(self.name) || url(self.name).getScheme() == 'https'"},
+            {"rule": "!has(self.name) || !isSemver(self.name) || semver(self.name).isGreaterThan(semver('0.0.1'))"}])),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    server.shutdown().await;
+}
+
 /// `x-kubernetes-validations` through the server: a rule that does not compile refuses its
 /// CRD; a false rule refuses a custom resource with its message; a transition rule checks an
 /// update against the stored object; a schema failure keeps the rules from running, as kube.
