@@ -82,7 +82,7 @@
 //! `cel.bind`), kube's quantity library (`quantity`: `quantity()`, `isQuantity()`, the
 //! `kubernetes.Quantity` methods), kube's IP and CIDR libraries (`net`: `ip()`, `isIP()`,
 //! `ip.isCanonical()`, `cidr()`, `isCIDR()` and their types' methods), kube's URL library
-//! (`url`: `url()`, `isURL()` and the `kubernetes.URL` getters over a port of Go's `net/url`)
+//! (`url`: `url()`, `isURL()` and the `kubernetes.URL` getters over `crate::go_url`)
 //! and cel-go's sets extension (`sets`: `sets.contains`, `sets.equivalent`,
 //! `sets.intersects`, charged the product of the lists' lengths).
 //!

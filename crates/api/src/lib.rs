@@ -62,6 +62,7 @@ pub mod error;
 pub mod field;
 pub mod gc;
 pub mod go_json;
+mod go_url;
 pub mod go_yaml;
 pub mod graceful;
 mod hash;
