@@ -82,7 +82,8 @@
 //! `cel.bind`), kube's quantity library (`quantity`: `quantity()`, `isQuantity()`, the
 //! `kubernetes.Quantity` methods), kube's IP and CIDR libraries (`net`: `ip()`, `isIP()`,
 //! `ip.isCanonical()`, `cidr()`, `isCIDR()` and their types' methods), kube's URL library
-//! (`url`: `url()`, `isURL()` and the `kubernetes.URL` getters over `crate::go_url`)
+//! (`url`: `url()`, `isURL()` and the `kubernetes.URL` getters over `crate::go_url`),
+//! kube's format library (`format`: `format.named()`, `format.<name>()`, `validate()`)
 //! and cel-go's sets extension (`sets`: `sets.contains`, `sets.equivalent`,
 //! `sets.intersects`, charged the product of the lists' lengths).
 //!
@@ -95,8 +96,8 @@
 //! is accepted and evaluated, where kube 1.33 (whose base environment has no `ext.Bindings`)
 //! refuses it as an undeclared reference to `cel`.
 //!
-//! **Not here yet**: kube's `format` and `semver` libraries: a rule calling one compiles and
-//! is skipped when it runs, never a refusal; the type check at CRD time
+//! **Not here yet**: kube's `semver` library (which kube 1.33 declares for stored expressions
+//! only): a rule calling it compiles and is skipped when it runs, never a refusal; the type check at CRD time
 //! refuses only what it is sure of (see the `types` module: a rule kube refuses for types it cannot
 //! follow compiles here and fails when it runs); the CRD-time cost estimate follows only part
 //! of cel-go's (rules calling `find`, `findAll`, `replace`, `isIP`, `url`, `quantity`, the
@@ -121,6 +122,7 @@ use crate::field::{Cause, duplicate, forbidden, go_quote, invalid, required};
 
 pub mod authz;
 mod cost;
+mod format;
 mod functions;
 mod library;
 mod net;
@@ -302,11 +304,14 @@ fn environment() -> &'static Arc<cel::Env> {
         let sets = env.add_extension(sets::extension);
         let net = env.add_extension(net::extension);
         let url = env.add_extension(url::extension);
+        let format = env.add_extension(format::extension);
         debug_assert!(
-            [&strings, &kube, &authz, &quantity, &sets, &net, &url]
-                .iter()
-                .all(|added| added.is_ok()),
-            "{strings:?} {kube:?} {authz:?} {quantity:?} {sets:?} {net:?} {url:?}"
+            [
+                &strings, &kube, &authz, &quantity, &sets, &net, &url, &format
+            ]
+            .iter()
+            .all(|added| added.is_ok()),
+            "{strings:?} {kube:?} {authz:?} {quantity:?} {sets:?} {net:?} {url:?} {format:?}"
         );
         Arc::new(env)
     })
@@ -2562,6 +2567,45 @@ mod tests {
             [
                 "spec: Invalid value: \"object\": URL parse error during conversion from string: parse \"../x\": invalid URI for request evaluating rule: url('../x').getScheme() == ''"
             ]
+        );
+        let negated: Vec<Value> = holds
+            .iter()
+            .map(|r| json!({"rule": format!("!({r})")}))
+            .collect();
+        let refused = messages(&spec(Value::Array(negated), properties), &object, None);
+        assert_eq!(refused.len(), holds.len(), "{refused:?}");
+    }
+
+    /// kube's format library: validations as optionals of kube's messages, used as kube's
+    /// documentation uses them (a rule, and its `messageExpression`).
+    #[test]
+    fn format_library_runs_as_kubes() {
+        let holds = [
+            "!format.dns1123Label().validate('my-label-name').hasValue()",
+            "!format.dns1123Subdomain().validate('apiextensions.k8s.io').hasValue()",
+            "!format.qualifiedName().validate('apiextensions.k8s.io/v1beta1').hasValue()",
+            "!format.dns1123LabelPrefix().validate('my-label-prefix-').hasValue()",
+            "!format.uri().validate('http://example.com').hasValue()",
+            "!format.uuid().validate('123e4567-e89b-12d3-a456-426614174000').hasValue()",
+            "!format.byte().validate('aGVsbG8=').hasValue() && !format.date().validate('2021-01-01').hasValue()",
+            "format.named('labelValue').hasValue() && !format.named('nope').hasValue()",
+            "format.named('dns1035Label').value().validate('1a').value().size() == 1",
+            "format.datetime().validate('x') == optional.of(['invalid datetime'])",
+        ];
+        let mut validations: Vec<Value> = holds.iter().map(|r| json!({"rule": r})).collect();
+        validations.push(json!({
+            "rule": "!format.dns1123Label().validate(self.name).hasValue()",
+            "messageExpression": "format.dns1123Label().validate(self.name).value().join('\\n')"
+        }));
+        let properties = json!({"name": {"type": "string"}});
+        let schema = spec(Value::Array(validations), properties.clone());
+        let object = json!({"spec": {"name": "Not_A_Label"}});
+        assert_eq!(
+            messages(&schema, &object, None),
+            [format!(
+                "spec: Invalid value: \"object\": {}",
+                crate::names::DNS1123_LABEL_MESSAGE
+            )]
         );
         let negated: Vec<Value> = holds
             .iter()

@@ -1,0 +1,314 @@
+//! kube's CEL format library (`k8s.io/apiserver/pkg/cel/library/format.go`, in the base
+//! environment since 1.31): named string formats that say what is wrong with a string.
+//!
+//! ## Guarantees
+//! - `format.named(name)` is `optional.of(<format>)` for each of kube 1.33's names
+//!   (`dns1123Label`, `dns1123Subdomain`, `dns1035Label`, `qualifiedName`,
+//!   `dns1123LabelPrefix`, `dns1123SubdomainPrefix`, `dns1035LabelPrefix`, `labelValue`, `uri`,
+//!   `uuid`, `byte`, `date`, `datetime`), else `optional.none()`; `format.<name>()` is the
+//!   format itself.
+//! - `<format>.validate(s)` is `optional.none()` when `s` is valid, else `optional.of` the list
+//!   of kube's messages, in kube's order: apimachinery's `IsDNS1123Label`,
+//!   `IsDNS1123Subdomain`, `IsDNS1035Label` (each its length message, then its pattern's;
+//!   the `Prefix` forms on the name with a trailing `-` masked as kube masks it),
+//!   `IsQualifiedName` (prefix part, then name part), `IsValidLabelValue`; Go's
+//!   `ParseRequestURI` error for `uri`; kube-openapi's `uuid`, `byte`, `date` and `datetime`
+//!   checks with kube's one message each.
+//! - Every function costs a tenth per byte of its operands in the expression's bound.
+
+use std::any::Any;
+
+use cel::common::types::{CelList, CelOptional, CelString, STRING_TYPE, Type};
+use cel::common::value::{CowVal, StaticVal, Val};
+use cel::{DeclarationError, Env, ExecutionError};
+
+use super::library::{one, string, two};
+use crate::names::{
+    DNS1035_LABEL_MESSAGE, DNS1123_LABEL_MESSAGE, DNS1123_SUBDOMAIN_MESSAGE, LABEL_VALUE_MESSAGE,
+    QUALIFIED_NAME_MESSAGE, QUALIFIED_NAME_PART_MESSAGE, dns1123_label_ok, qualified_name_part_ok,
+};
+
+const FORMAT: Type = Type::new_unspecified_type("kubernetes.NamedFormat");
+static FORMAT_TYPE: Type = FORMAT;
+
+/// kube 1.33's named formats (`ConstantFormats`), in kube's spelling.
+const NAMES: [&str; 13] = [
+    "dns1123Label",
+    "dns1123Subdomain",
+    "dns1035Label",
+    "qualifiedName",
+    "dns1123LabelPrefix",
+    "dns1123SubdomainPrefix",
+    "dns1035LabelPrefix",
+    "labelValue",
+    "uri",
+    "uuid",
+    "byte",
+    "date",
+    "datetime",
+];
+
+/// A named format: its index in [`NAMES`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Format(usize);
+
+impl Val for Format {
+    fn get_type(&self) -> &Type {
+        &FORMAT_TYPE
+    }
+    fn cel_type() -> &'static Type {
+        &FORMAT_TYPE
+    }
+    fn equals(&self, other: &dyn Val) -> bool {
+        other.downcast_ref::<Format>() == Some(self)
+    }
+    fn clone_as_boxed<'v>(&self) -> Box<dyn Val + 'v> {
+        Box::new(*self)
+    }
+    fn as_any(&self) -> Option<&dyn Any> {
+        Some(self)
+    }
+}
+
+impl StaticVal for Format {}
+
+/// Registers the library on `env`.
+pub(super) fn extension(env: &mut Env) -> Result<(), DeclarationError> {
+    env.add_overload("format.named", "format-named", vec![STRING_TYPE], named)?;
+    env.add_member_overload(
+        "validate",
+        "format-validate",
+        FORMAT,
+        vec![STRING_TYPE],
+        validate,
+    )?;
+    macro_rules! constant {
+        ($($index:literal),*) => {
+            $(
+                env.add_overload(
+                    &format!("format.{}", NAMES[$index]),
+                    &format!("format.{}", NAMES[$index]),
+                    vec![],
+                    |_| Ok(CowVal::owned(Format($index))),
+                )?;
+            )*
+        };
+    }
+    constant!(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12);
+    Ok(())
+}
+
+fn named<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let name = one(args)?;
+    let name = string(name.as_ref(), "format.named")?;
+    Ok(CowVal::owned(
+        match NAMES.iter().position(|known| *known == name) {
+            Some(index) => CelOptional::of(Box::new(Format(index))),
+            None => CelOptional::none(),
+        },
+    ))
+}
+
+fn validate<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let [format, text] = two(args)?;
+    let format = *format
+        .downcast_ref::<Format>()
+        .ok_or_else(|| ExecutionError::function_error("validate", "no such overload"))?;
+    let problems = problems(NAMES[format.0], string(text.as_ref(), "validate")?);
+    if problems.is_empty() {
+        return Ok(CowVal::owned(CelOptional::none()));
+    }
+    let list: Vec<Box<dyn Val + 'v>> = problems
+        .into_iter()
+        .map(|p| Box::new(CelString::from(p)) as Box<dyn Val + 'v>)
+        .collect();
+    Ok(CowVal::owned(CelOptional::of(Box::new(CelList::from(
+        list,
+    )))))
+}
+
+/// apimachinery's `MaxLenError`.
+fn too_long(max: usize) -> String {
+    format!("must be no more than {max} characters")
+}
+
+/// kube's `maskTrailingDash`: a name ending in `-` (and longer than one byte) has its last two
+/// bytes replaced by `a`, so that a prefix may end in `-`.
+fn mask_trailing_dash(name: &str) -> String {
+    if name.len() > 1 && name.ends_with('-') {
+        let cut = name.len() - 2;
+        // A cut inside a character keeps the character out, as Go's byte slice would break it.
+        let head = name
+            .get(..cut)
+            .unwrap_or_else(|| name.get(..cut - 1).unwrap_or(""));
+        format!("{head}a")
+    } else {
+        name.to_owned()
+    }
+}
+
+fn subdomain_ok(s: &str) -> bool {
+    s.split('.').all(dns1123_label_ok)
+}
+
+fn dns1035_ok(s: &str) -> bool {
+    s.as_bytes().first().is_some_and(u8::is_ascii_lowercase) && dns1123_label_ok(s)
+}
+
+/// A length limit and a pattern's check, each with its message, in that order.
+fn checked(s: &str, max: usize, ok: bool, message: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    if s.len() > max {
+        problems.push(too_long(max));
+    }
+    if !ok {
+        problems.push(message.to_owned());
+    }
+    problems
+}
+
+/// apimachinery's `IsQualifiedName`.
+fn qualified_name(value: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    let parts: Vec<&str> = value.split('/').collect();
+    let name = match parts.as_slice() {
+        [name] => *name,
+        [prefix, name] => {
+            if prefix.is_empty() {
+                problems.push("prefix part must be non-empty".to_owned());
+            } else {
+                for problem in checked(prefix, 253, subdomain_ok(prefix), DNS1123_SUBDOMAIN_MESSAGE)
+                {
+                    problems.push(format!("prefix part {problem}"));
+                }
+            }
+            *name
+        }
+        _ => return vec![QUALIFIED_NAME_MESSAGE.to_owned()],
+    };
+    if name.is_empty() {
+        problems.push("name part must be non-empty".to_owned());
+    } else if name.len() > 63 {
+        problems.push(format!("name part {}", too_long(63)));
+    }
+    if !qualified_name_part_ok(name) {
+        problems.push(QUALIFIED_NAME_PART_MESSAGE.to_owned());
+    }
+    problems
+}
+
+/// What is wrong with `s` in the format `name`, as kube's `ValidateFunc` says it.
+fn problems(name: &str, s: &str) -> Vec<String> {
+    let (base, prefix) = match name.strip_suffix("Prefix") {
+        Some(base) => (base, true),
+        None => (name, false),
+    };
+    let masked = if prefix {
+        mask_trailing_dash(s)
+    } else {
+        s.to_owned()
+    };
+    let s_masked = masked.as_str();
+    let one = |valid: bool, message: &str| {
+        if valid {
+            Vec::new()
+        } else {
+            vec![message.to_owned()]
+        }
+    };
+    match base {
+        "dns1123Label" => checked(
+            s_masked,
+            63,
+            dns1123_label_ok(s_masked),
+            DNS1123_LABEL_MESSAGE,
+        ),
+        "dns1123Subdomain" => checked(
+            s_masked,
+            253,
+            subdomain_ok(s_masked),
+            DNS1123_SUBDOMAIN_MESSAGE,
+        ),
+        "dns1035Label" => checked(s_masked, 63, dns1035_ok(s_masked), DNS1035_LABEL_MESSAGE),
+        "qualifiedName" => qualified_name(s),
+        "labelValue" => checked(
+            s,
+            63,
+            s.is_empty() || qualified_name_part_ok(s),
+            LABEL_VALUE_MESSAGE,
+        ),
+        "uri" => crate::go_url::parse_request_uri(s)
+            .err()
+            .into_iter()
+            .collect(),
+        "uuid" => one(
+            crate::strfmt::check("uuid", s) == Some(true),
+            "does not match the UUID format",
+        ),
+        "byte" => one(
+            crate::strfmt::check("byte", s) == Some(true),
+            "invalid base64",
+        ),
+        "date" => one(
+            crate::strfmt::check("date", s) == Some(true),
+            "invalid date",
+        ),
+        "datetime" => one(
+            crate::strfmt::check("datetime", s) == Some(true),
+            "invalid datetime",
+        ),
+        _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{mask_trailing_dash, problems};
+
+    #[test]
+    fn formats_say_what_kube_says() {
+        assert!(problems("dns1123Label", "my-name").is_empty());
+        assert_eq!(
+            problems("dns1123Label", &"A".repeat(64)),
+            [
+                "must be no more than 63 characters".to_owned(),
+                crate::names::DNS1123_LABEL_MESSAGE.to_owned()
+            ]
+        );
+        assert!(problems("dns1123LabelPrefix", "my-label-prefix-").is_empty());
+        assert!(!problems("dns1123Label", "my-label-prefix-").is_empty());
+        assert!(problems("dns1123SubdomainPrefix", "mysubdomain.prefix.-").is_empty());
+        assert!(problems("dns1035Label", "1abc").len() == 1);
+        assert!(problems("qualifiedName", "apiextensions.k8s.io/v1beta1").is_empty());
+        assert_eq!(
+            problems("qualifiedName", "/x"),
+            ["prefix part must be non-empty"]
+        );
+        assert_eq!(
+            problems("qualifiedName", "a/"),
+            [
+                "name part must be non-empty".to_owned(),
+                crate::names::QUALIFIED_NAME_PART_MESSAGE.to_owned()
+            ]
+        );
+        assert_eq!(
+            problems("qualifiedName", "a/b/c"),
+            [crate::names::QUALIFIED_NAME_MESSAGE]
+        );
+        assert!(problems("labelValue", "").is_empty());
+        assert_eq!(
+            problems("uri", "../x"),
+            ["parse \"../x\": invalid URI for request"]
+        );
+        assert!(problems("uuid", "123e4567-e89b-12d3-a456-426614174000").is_empty());
+        assert_eq!(problems("uuid", "x"), ["does not match the UUID format"]);
+        assert!(problems("byte", "aGVsbG8=").is_empty());
+        assert_eq!(problems("byte", "%%"), ["invalid base64"]);
+        assert!(problems("date", "2021-01-01").is_empty());
+        assert_eq!(problems("date", "2021-13-01"), ["invalid date"]);
+        assert!(problems("datetime", "2021-01-01T00:00:00Z").is_empty());
+        assert_eq!(problems("datetime", "yesterday"), ["invalid datetime"]);
+        assert_eq!(mask_trailing_dash("ab-"), "aa");
+        assert_eq!(mask_trailing_dash("-"), "-");
+    }
+}
