@@ -83,7 +83,9 @@
 //! `kubernetes.Quantity` methods), kube's IP and CIDR libraries (`net`: `ip()`, `isIP()`,
 //! `ip.isCanonical()`, `cidr()`, `isCIDR()` and their types' methods), kube's URL library
 //! (`url`: `url()`, `isURL()` and the `kubernetes.URL` getters over `crate::go_url`),
-//! kube's format library (`format`: `format.named()`, `format.<name>()`, `validate()`)
+//! kube's format library (`format`: `format.named()`, `format.<name>()`, `validate()`),
+//! kube's semver library (`semver`: `semver()`, `isSemver()`, with or without normalizing,
+//! and the `kubernetes.Semver` methods, over a port of blang's `semver.Parse`)
 //! and cel-go's sets extension (`sets`: `sets.contains`, `sets.equivalent`,
 //! `sets.intersects`, charged the product of the lists' lengths).
 //!
@@ -96,8 +98,9 @@
 //! is accepted and evaluated, where kube 1.33 (whose base environment has no `ext.Bindings`)
 //! refuses it as an undeclared reference to `cel`.
 //!
-//! **Not here yet**: kube's `semver` library (which kube 1.33 declares for stored expressions
-//! only): a rule calling it compiles and is skipped when it runs, never a refusal; the type check at CRD time
+//! **Not here yet**: two-variable comprehensions (`all(i, v, ...)`, `transformList`,
+//! `transformMap`, ...: cel-go's `ext.TwoVarComprehensions`, which the `cel` crate cannot
+//! run): a rule using one compiles and is skipped when it runs, never a refusal; the type check at CRD time
 //! refuses only what it is sure of (see the `types` module: a rule kube refuses for types it cannot
 //! follow compiles here and fails when it runs); the CRD-time cost estimate follows only part
 //! of cel-go's (rules calling `find`, `findAll`, `replace`, `isIP`, `url`, `quantity`, the
@@ -127,6 +130,7 @@ mod functions;
 mod library;
 mod net;
 mod quantity;
+mod semver;
 mod sets;
 mod types;
 mod url;
@@ -305,13 +309,12 @@ fn environment() -> &'static Arc<cel::Env> {
         let net = env.add_extension(net::extension);
         let url = env.add_extension(url::extension);
         let format = env.add_extension(format::extension);
+        let semver = env.add_extension(semver::extension);
         debug_assert!(
-            [
-                &strings, &kube, &authz, &quantity, &sets, &net, &url, &format
-            ]
-            .iter()
-            .all(|added| added.is_ok()),
-            "{strings:?} {kube:?} {authz:?} {quantity:?} {sets:?} {net:?} {url:?} {format:?}"
+            [&strings, &kube, &authz, &quantity, &sets, &net, &url, &format, &semver]
+                .iter()
+                .all(|added| added.is_ok()),
+            "{strings:?} {kube:?} {authz:?} {quantity:?} {sets:?} {net:?} {url:?} {format:?} {semver:?}"
         );
         Arc::new(env)
     })
@@ -2360,7 +2363,7 @@ mod tests {
                 {"rule": "self.items[3] == 1", "message": "third"},
                 {"rule": "self.count / 0 == 1"},
                 {"rule": "self.count + 'a' == 1"},
-                {"rule": "semver('1.0.0').major() == 2"}
+                {"rule": "self.items.transformList(i, v, v * 2) == self.items"}
             ]),
             json!({"missing": {"type": "integer"}, "count": {"type": "integer"},
                    "items": {"type": "array", "items": {"type": "integer"}}}),
@@ -2609,6 +2612,29 @@ mod tests {
             )]
         );
         each_ran_and_holds(holds, properties, &object);
+    }
+
+    /// kube's semver library, with the examples of kube's documentation (`semverlib.go`).
+    #[test]
+    fn semver_library_runs_as_kubes() {
+        let holds = [
+            "isSemver('1.0.0') && !isSemver('hello') && !isSemver('v1.0') && isSemver('v1.0', true)",
+            "semver('1.0', true) == semver('1.0.0') && semver('01.01.01', true) == semver('1.1.1')",
+            "semver('1.2.3').major() == 1 && semver('1.2.3').minor() == 2 && semver('1.2.3').patch() == 3",
+            "semver('1.2.3').compareTo(semver('1.2.3')) == 0 && semver('1.2.3').compareTo(semver('2.0.0')) == -1",
+            "semver('1.2.3').compareTo(semver('0.1.2')) == 1 && semver('0.1.0-alpha.1').isLessThan(semver('0.1.0'))",
+            "semver(self.version).isGreaterThan(semver('1.27.0')) && quantity('2').isGreaterThan(quantity('1'))",
+        ];
+        let properties = json!({"version": {"type": "string"}});
+        let object = json!({"spec": {"version": "1.33.1"}});
+        each_ran_and_holds(holds, properties.clone(), &object);
+        let schema = spec(json!([{"rule": "semver('200K').major() == 1"}]), properties);
+        assert_eq!(
+            messages(&schema, &object, None),
+            [
+                "spec: Invalid value: \"object\": No Major.Minor.Patch elements found evaluating rule: semver('200K').major() == 1"
+            ]
+        );
     }
 
     #[test]
