@@ -98,9 +98,11 @@
 //! is accepted and evaluated, where kube 1.33 (whose base environment has no `ext.Bindings`)
 //! refuses it as an undeclared reference to `cel`.
 //!
-//! **Not here yet**: two-variable comprehensions (`all(i, v, ...)`, `transformList`,
-//! `transformMap`, ...: cel-go's `ext.TwoVarComprehensions`, which the `cel` crate cannot
-//! run): a rule using one compiles and is skipped when it runs, never a refusal; the type check at CRD time
+//! Two-variable comprehensions (`all(i, v, ...)`, `exists`, `existsOne`, `transformList`)
+//! are expanded into the crate's comprehensions (`comprehensions`).
+//!
+//! **Not here yet**: `transformMap` and `transformMapEntry` (two-variable comprehensions that
+//! build maps): a rule using one compiles and is skipped when it runs, never a refusal; the type check at CRD time
 //! refuses only what it is sure of (see the `types` module: a rule kube refuses for types it cannot
 //! follow compiles here and fails when it runs); the CRD-time cost estimate follows only part
 //! of cel-go's (rules calling `find`, `findAll`, `replace`, `isIP`, `url`, `quantity`, the
@@ -124,6 +126,7 @@ use serde_json::{Map, Value};
 use crate::field::{Cause, duplicate, forbidden, go_quote, invalid, required};
 
 pub mod authz;
+mod comprehensions;
 mod cost;
 mod format;
 mod functions;
@@ -310,11 +313,14 @@ fn environment() -> &'static Arc<cel::Env> {
         let url = env.add_extension(url::extension);
         let format = env.add_extension(format::extension);
         let semver = env.add_extension(semver::extension);
+        let macros = env.add_extension(comprehensions::extension);
         debug_assert!(
-            [&strings, &kube, &authz, &quantity, &sets, &net, &url, &format, &semver]
-                .iter()
-                .all(|added| added.is_ok()),
-            "{strings:?} {kube:?} {authz:?} {quantity:?} {sets:?} {net:?} {url:?} {format:?} {semver:?}"
+            [
+                &strings, &kube, &authz, &quantity, &sets, &net, &url, &format, &semver, &macros,
+            ]
+            .iter()
+            .all(|added| added.is_ok()),
+            "{strings:?} {kube:?} {authz:?} {quantity:?} {sets:?} {net:?} {url:?} {format:?} {semver:?} {macros:?}"
         );
         Arc::new(env)
     })
@@ -1447,6 +1453,8 @@ impl<'d> Estimate<'d, '_> {
                 let total = sizes.iter().map(|s| s.bytes).sum::<f64>();
                 let size = match function {
                     _ if on_sets || SCALAR_RESULT.contains(&function) => SCALAR,
+                    // A list's indices or a map's keys: one per element of the range.
+                    "@keys" => first,
                     "_[_]" | "min" | "max" => part_of(first, self.data),
                     "_?_:_" => sizes.iter().skip(1).fold(EMPTY, |a, s| max_of(a, *s)),
                     "_+_" => Size {
@@ -2363,12 +2371,13 @@ mod tests {
                 {"rule": "self.items[3] == 1", "message": "third"},
                 {"rule": "self.count / 0 == 1"},
                 {"rule": "self.count + 'a' == 1"},
-                {"rule": "self.items.transformList(i, v, v * 2) == self.items"}
+                {"rule": "self.m.transformMap(k, v, v * 2) == self.m"}
             ]),
             json!({"missing": {"type": "integer"}, "count": {"type": "integer"},
-                   "items": {"type": "array", "items": {"type": "integer"}}}),
+                   "items": {"type": "array", "items": {"type": "integer"}},
+                   "m": {"type": "object", "additionalProperties": {"type": "integer"}}}),
         );
-        let object = json!({"spec": {"count": 1, "items": [2, 1]}});
+        let object = json!({"spec": {"count": 1, "items": [2, 1], "m": {"a": 1}}});
         assert_eq!(
             messages(&schema, &object, None),
             [
@@ -2634,6 +2643,37 @@ mod tests {
             [
                 "spec: Invalid value: \"object\": No Major.Minor.Patch elements found evaluating rule: semver('200K').major() == 1"
             ]
+        );
+    }
+
+    /// cel-go's two-variable comprehensions (kube 1.32+), which the `cel` crate's parser
+    /// leaves as calls: expanded and run (and the crate's own `optMap` and `optFlatMap`).
+    #[test]
+    fn two_variable_comprehensions_and_optional_maps_run_as_cel_gos() {
+        let holds = [
+            "[10, 20].all(i, v, v == (i + 1) * 10)",
+            "{'a': 1, 'b': 2}.exists(k, v, k == 'b' && v == 2) && !{'a': 1}.exists(k, v, v == 2)",
+            "[1, 2, 3].existsOne(i, v, v == 2) && ![1, 2, 2].existsOne(i, v, v == 2)",
+            "[1, 2, 3].exists_one(i, v, i == 0)",
+            "[1, 2, 3].transformList(i, v, i * v) == [0, 2, 6]",
+            "[1, 2, 3].transformList(i, v, v > 1, v) == [2, 3]",
+            "self.items.all(i, v, v > i) && self.m.all(k, v, v == size(k))",
+            "[[1, 2], [3]].all(i, l, l.all(j, v, v > i))",
+            "[1].all(i, v, [5].all(v, v == 5)) && [1].all(i, v, [5].exists(x, x > v))",
+            "optional.of(2).optMap(x, x * 2) == optional.of(4) && !optional.none().optMap(x, x * 2).hasValue()",
+            "optional.of(2).optFlatMap(x, optional.of(x + 1)) == optional.of(3)",
+            "self.?missing.optMap(m, m + 1).orValue(0) == 0",
+        ];
+        let properties = json!({"items": {"type": "array", "items": {"type": "integer"}},
+            "m": {"type": "object", "additionalProperties": {"type": "integer"}},
+            "missing": {"type": "integer"}});
+        let object = json!({"spec": {"items": [5, 6, 7], "m": {"ab": 2, "c": 1}}});
+        each_ran_and_holds(holds, properties, &object);
+        assert_eq!(
+            compile_error("[1].all(1, v, true)")
+                .as_deref()
+                .map(|e| e.contains("argument must be a simple name")),
+            Some(true)
         );
     }
 
