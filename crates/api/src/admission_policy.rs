@@ -62,8 +62,9 @@
 //! ## Not here
 //! - Without an [`Authorizer`] (the caller gives none: [`admit`]) an expression naming
 //!   `authorizer` is skipped (its validation admits), as one calling a missing function.
-//! - Expressions calling a function of kube's libraries this server lacks (see
-//!   [`crate::cel_rules`]) are skipped (their validation admits), never a refusal. A function
+//! - An expression stored before a function it calls was refused at write time (one kube's
+//!   CEL environment does not declare) is skipped when it runs (its validation admits),
+//!   never a refusal; every function kube 1.33 declares runs (see [`crate::cel_rules`]). A function
 //!   kube's CEL environment does not declare at all (`startWith`, `foo`, `math.greatest`)
 //!   refuses the policy when it is written, as kube ([`expression_errors`]).
 //! - A `*/scale` write is evaluated on

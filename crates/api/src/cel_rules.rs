@@ -98,11 +98,11 @@
 //! is accepted and evaluated, where kube 1.33 (whose base environment has no `ext.Bindings`)
 //! refuses it as an undeclared reference to `cel`.
 //!
-//! Two-variable comprehensions (`all(i, v, ...)`, `exists`, `existsOne`, `transformList`)
-//! are expanded into the crate's comprehensions (`comprehensions`).
+//! Two-variable comprehensions (`all(i, v, ...)`, `exists`, `existsOne`, `transformList`,
+//! `transformMap`, `transformMapEntry`) are expanded into the crate's comprehensions
+//! (`comprehensions`).
 //!
-//! **Not here yet**: `transformMap` and `transformMapEntry` (two-variable comprehensions that
-//! build maps): a rule using one compiles and is skipped when it runs, never a refusal; the type check at CRD time
+//! **Not here yet**: the type check at CRD time
 //! refuses only what it is sure of (see the `types` module: a rule kube refuses for types it cannot
 //! follow compiles here and fails when it runs); the CRD-time cost estimate follows only part
 //! of cel-go's (rules calling `find`, `findAll`, `replace`, `isIP`, `url`, `quantity`, the
@@ -1553,11 +1553,26 @@ impl<'d> Estimate<'d, '_> {
                 scope.push((&c.accu_var, accumulator, None));
                 let result = self.of(&c.result, scope);
                 scope.truncate(outer);
-                let cost =
+                let mut cost =
                     range_cost + init_cost + range.count * (cond_cost + step_cost) + result.cost;
+                // A map built by copying it at each step (`transformMap`,
+                // `transformMapEntry`): each copy is charged as touching the final map.
+                if inserts_into_map(&c.loop_step) {
+                    cost += range.count * 0.1 * accumulator.bytes;
+                }
                 est(cost, result.size)
             }
         }
+    }
+}
+
+/// Whether a comprehension's step copies its map accumulator (`@mapInsert`, perhaps under a
+/// filter's `_?_:_`).
+fn inserts_into_map(step: &IdedExpr) -> bool {
+    match &step.expr {
+        Expr::Call(call) if call.func_name == comprehensions::MAP_INSERT => true,
+        Expr::Call(call) if call.func_name == "_?_:_" => call.args.iter().any(inserts_into_map),
+        _ => false,
     }
 }
 
@@ -2364,14 +2379,13 @@ mod tests {
     }
 
     #[test]
-    fn evaluation_errors_name_the_rule_and_unknown_library_functions_are_skipped() {
+    fn evaluation_errors_name_the_rule() {
         let schema = spec(
             json!([
                 {"rule": "self.missing == 1"},
                 {"rule": "self.items[3] == 1", "message": "third"},
                 {"rule": "self.count / 0 == 1"},
                 {"rule": "self.count + 'a' == 1"},
-                {"rule": "self.m.transformMap(k, v, v * 2) == self.m"}
             ]),
             json!({"missing": {"type": "integer"}, "count": {"type": "integer"},
                    "items": {"type": "array", "items": {"type": "integer"}},
@@ -2662,6 +2676,10 @@ mod tests {
             "[1].all(i, v, [5].all(v, v == 5)) && [1].all(i, v, [5].exists(x, x > v))",
             "optional.of(2).optMap(x, x * 2) == optional.of(4) && !optional.none().optMap(x, x * 2).hasValue()",
             "optional.of(2).optFlatMap(x, optional.of(x + 1)) == optional.of(3)",
+            "[10, 20].transformMap(i, v, v + i) == {0: 10, 1: 21}",
+            "{'a': 1, 'b': 2}.transformMap(k, v, v > 1, v * 10) == {'b': 20}",
+            "{'a': 1}.transformMapEntry(k, v, {k + 'x': v}) == {'ax': 1}",
+            "self.m.transformMap(k, v, v) == self.m",
             "self.?missing.optMap(m, m + 1).orValue(0) == 0",
         ];
         let properties = json!({"items": {"type": "array", "items": {"type": "integer"}},
@@ -2669,6 +2687,28 @@ mod tests {
             "missing": {"type": "integer"}});
         let object = json!({"spec": {"items": [5, 6, 7], "m": {"ab": 2, "c": 1}}});
         each_ran_and_holds(holds, properties, &object);
+        let schema = spec(
+            json!([{"rule": "[1, 2].transformMapEntry(i, v, {'same': v}) == {}"}]),
+            json!({}),
+        );
+        assert_eq!(
+            messages(&schema, &json!({"spec": {}}), None),
+            [
+                "spec: Invalid value: \"object\": insert failed: key same already exists evaluating rule: [1, 2].transformMapEntry(i, v, {'same': v}) == {}"
+            ]
+        );
+        // Building a map copies it at each step, and the bound charges the copies.
+        let big: serde_json::Map<String, Value> =
+            (0..3_000).map(|i| (format!("key{i}"), json!(i))).collect();
+        let schema = spec(
+            json!([{"rule": "self.m.transformMap(k, v, v) == self.m"}]),
+            json!({"m": {"type": "object", "additionalProperties": {"type": "integer"}}}),
+        );
+        let found = messages(&schema, &json!({"spec": {"m": big}}), None);
+        assert!(
+            found.len() == 1 && found[0].contains("call cost exceeds limit"),
+            "{found:?}"
+        );
         assert_eq!(
             compile_error("[1].all(1, v, true)")
                 .as_deref()

@@ -11,14 +11,18 @@
 //!   the crate's one-variable comprehension over `@keys(e)` (the list's indices, or the map's
 //!   keys) with `e` evaluated once (bound as `cel.bind` binds) and `v` read as `e[k]`, so the
 //!   expression's bound counts them as any comprehension.
-//!
-//! ## Not here
-//! - `transformMap` and `transformMapEntry` (which build maps) stay calls: a rule using one
-//!   is skipped when it runs, never refused.
+//! - `e.transformMap(k, v, [filter,] x)` maps each key (index) to `x`;
+//!   `e.transformMapEntry(k, v, [filter,] m)` merges the maps `m` (a key given twice is
+//!   cel-go's `insert failed: key k already exists`). Each step copies the map built so far,
+//!   and the expression's bound charges that copy (a tenth per byte of the final map, per
+//!   entry), so a map of thousands of entries may exceed the per-call limit where kube, which
+//!   inserts in place, accepts it.
 
 use cel::common::ast::LiteralValue;
-use cel::common::ast::{CallExpr, ComprehensionExpr, EntryExpr, Expr, IdedExpr, ListExpr};
-use cel::common::types::{CelInt, CelList};
+use cel::common::ast::{CallExpr, ComprehensionExpr, EntryExpr, Expr, IdedExpr, ListExpr, MapExpr};
+use std::collections::HashMap;
+
+use cel::common::types::{CelInt, CelList, CelMap, CelMapKey, DYN_TYPE, MAP_TYPE};
 use cel::common::value::{CowVal, Val};
 use cel::parser::{Macro, MacroExprHelper, ParseError};
 use cel::{DeclarationError, Env, ExecutionError};
@@ -29,6 +33,10 @@ use super::library::one;
 /// (no identifier can spell it).
 const KEYS: &str = "@keys";
 
+/// The function adding an entry (or a map's entries) to a map, for `transformMap` and
+/// `transformMapEntry` (cel-go's `cel.@mapInsert`).
+pub(super) const MAP_INSERT: &str = "@mapInsert";
+
 /// Registers the macros and [`KEYS`] on `env`.
 pub(super) fn extension(env: &mut Env) -> Result<(), DeclarationError> {
     for name in ["all", "exists", "existsOne", "exists_one"] {
@@ -37,13 +45,25 @@ pub(super) fn extension(env: &mut Env) -> Result<(), DeclarationError> {
         }))?;
     }
     for count in [3, 4] {
-        env.add_macro(Macro::receiver(
-            "transformList",
-            count,
-            |helper, target, args| two_variables(helper, target, args, "transformList"),
-        ))?;
+        for name in ["transformList", "transformMap", "transformMapEntry"] {
+            env.add_macro(Macro::receiver(name, count, move |helper, target, args| {
+                two_variables(helper, target, args, name)
+            }))?;
+        }
     }
-    env.add_overload(KEYS, "keys_of", vec![cel::common::types::DYN_TYPE], keys)?;
+    env.add_overload(
+        MAP_INSERT,
+        "map_insert_entry",
+        vec![MAP_TYPE, DYN_TYPE, DYN_TYPE],
+        map_insert,
+    )?;
+    env.add_overload(
+        MAP_INSERT,
+        "map_insert_map",
+        vec![MAP_TYPE, MAP_TYPE],
+        map_insert,
+    )?;
+    env.add_overload(KEYS, "keys_of", vec![DYN_TYPE], keys)?;
     Ok(())
 }
 
@@ -226,6 +246,29 @@ fn two_variables(
             let result = call(helper, "_==_", vec![a, one_]);
             (init, cond, step, result)
         }
+        "transformMap" | "transformMapEntry" => {
+            let transform = rest.pop().unwrap_or_default();
+            let filter = rest.pop();
+            let init = helper.next_expr(Expr::Map(MapExpr {
+                entries: Vec::new(),
+            }));
+            let cond = literal(helper, LiteralValue::Boolean(true.into()));
+            let a = accu(helper);
+            let insert = if macro_name == "transformMap" {
+                let at = ident(helper, &key);
+                call(helper, MAP_INSERT, vec![a, at, transform])
+            } else {
+                call(helper, MAP_INSERT, vec![a, transform])
+            };
+            let step = match filter {
+                Some(filter) => {
+                    let a = accu(helper);
+                    call(helper, "_?_:_", vec![filter, insert, a])
+                }
+                None => insert,
+            };
+            (init, cond, step, accu(helper))
+        }
         _ => {
             // transformList: [filter,] transform.
             let transform = rest.pop().unwrap_or_default();
@@ -259,4 +302,70 @@ fn two_variables(
     })));
     args.clear();
     Ok(Some(bound(helper, &held, range, comprehension)))
+}
+
+/// `@mapInsert(map, key, value)` and `@mapInsert(map, other)`: a copy of `map` with the entry
+/// (`other`'s entries) added; a key already there is cel-go's `insert failed: key k already
+/// exists`. The copy makes a comprehension's map building quadratic: the expression's bound
+/// charges it (`cel_rules::Estimate`).
+fn map_insert<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let mut args = args.into_iter();
+    let accumulator = args
+        .next()
+        .ok_or_else(|| ExecutionError::invalid_argument_count(2, 0))?;
+    let mut map: HashMap<CelMapKey<'v>, Box<dyn Val + 'v>> =
+        match accumulator.downcast_ref::<CelMap>() {
+            Some(map) => map
+                .inner()
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone_as_boxed()))
+                .collect(),
+            None => {
+                return Err(ExecutionError::function_error(
+                    MAP_INSERT,
+                    "no such overload",
+                ));
+            }
+        };
+    let mut insert = |key: Box<dyn Val + 'v>, value: Box<dyn Val + 'v>| {
+        let key = CelMapKey::try_from(key)?;
+        if map.contains_key(&key) {
+            // Go's `%v` of the key.
+            let shown = match &key {
+                CelMapKey::String(s) => s.inner().to_string(),
+                CelMapKey::Int(i) => i.inner().to_string(),
+                CelMapKey::UInt(u) => u.inner().to_string(),
+                CelMapKey::Bool(b) => b.inner().to_string(),
+            };
+            return Err(ExecutionError::function_error(
+                MAP_INSERT,
+                format!("insert failed: key {shown} already exists"),
+            ));
+        }
+        map.insert(key, value);
+        Ok(())
+    };
+    match (args.next(), args.next()) {
+        (Some(key), Some(value)) => insert(key.into_owned(), value.into_owned())?,
+        (Some(other), None) => {
+            let keys = other
+                .as_iterable()
+                .ok_or_else(|| ExecutionError::function_error(MAP_INSERT, "no such overload"))?;
+            let indexer = other
+                .as_indexer()
+                .ok_or_else(|| ExecutionError::function_error(MAP_INSERT, "no such overload"))?;
+            let mut iter = keys.iter();
+            while let Some(key) = iter.next() {
+                let value = indexer.get(key)?.into_owned();
+                insert(key.clone_as_boxed(), value)?;
+            }
+        }
+        _ => {
+            return Err(ExecutionError::function_error(
+                MAP_INSERT,
+                "no such overload",
+            ));
+        }
+    }
+    Ok(CowVal::owned(CelMap::from(map)))
 }
