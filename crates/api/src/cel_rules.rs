@@ -2478,6 +2478,24 @@ mod tests {
                    "tags": {"type": "array", "items": {"type": "string"}}}),
             &object,
         );
+        // A string function reads its string each time: a long one read in a loop is charged
+        // for every read (`quantity()` and `ip()` were charged as constants).
+        for rule in [
+            "self.tags.all(t, !isQuantity(self.limit))",
+            "self.tags.all(t, !isIP(self.limit))",
+        ] {
+            let object = json!({"spec": {"limit": "9".repeat(400_000), "tags": vec!["t"; 1_000]}});
+            let schema = spec(
+                json!([{"rule": rule}]),
+                json!({"limit": {"type": "string"},
+                       "tags": {"type": "array", "items": {"type": "string"}}}),
+            );
+            let found = messages(&schema, &object, None);
+            assert!(
+                found.len() == 1 && found[0].contains("call cost exceeds limit"),
+                "{rule}: {found:?}"
+            );
+        }
         // The comparisons of one call are bounded: two lists of 2,000 are 4 M comparisons.
         let long: Vec<String> = (0..2_000).map(|i| format!("t{i}")).collect();
         let object = json!({"spec": {"limit": "1", "tags": long}});
