@@ -4864,6 +4864,51 @@ async fn custom_resource_rules_calling_undeclared_functions_are_refused() {
     )
     .await;
     assert_eq!(status, 201, "{created}");
+    // ... and they run on the custom resources' writes (they were skipped, admitting all).
+    let widgets = "/apis/example.com/v1/namespaces/default/widgets";
+    let widget = |name: &str, mut spec: Value| {
+        spec["size"] = json!(1);
+        json!({"apiVersion": "example.com/v1", "kind": "Widget",
+            "metadata": {"name": name}, "spec": spec})
+    };
+    let (status, body) = send_json(
+        addr,
+        "POST",
+        widgets,
+        &widget(
+            "good",
+            json!({"name": "abc", "tags": ["a", "b"], "limits": {"cpu": "500Gi"}}),
+        ),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    for (name, spec, expected) in [
+        (
+            "big",
+            json!({"limits": {"memory": "2Ti"}}),
+            "failed rule: !has(self.limits) || self.limits.all(k, isQuantity(self.limits[k]) && quantity(self.limits[k]).isLessThan(quantity('1Ti')))",
+        ),
+        (
+            "odd-tag",
+            json!({"tags": ["a", "z"]}),
+            "failed rule: !has(self.tags) || sets.contains(['a', 'b', 'c'], self.tags)",
+        ),
+        (
+            "bad-name",
+            json!({"name": "Bad_Name"}),
+            "bad name: \"Bad_Name\"",
+        ),
+        (
+            "old",
+            json!({"name": "0.0.1"}),
+            "failed rule: !has(self.name) || !isSemver(self.name) || semver(self.name).isGreaterThan(semver('0.0.1'))",
+        ),
+    ] {
+        let (status, error) = send_json(addr, "POST", widgets, &widget(name, spec)).await;
+        assert_eq!(status, 422, "{name}: {error}");
+        let message = error["message"].as_str().unwrap_or_default();
+        assert!(message.contains(expected), "{name}: {message}");
+    }
     server.shutdown().await;
 }
 
