@@ -695,8 +695,13 @@ mod tests {
         assert!(validate_name(&pods, &"a".repeat(253)).is_ok());
         let ns = def("namespaces");
         assert!(validate_name(&ns, "kube-system").is_ok());
+        // kube 1.33's apimachinery: a subdomain that is no label has dots.
         assert_eq!(
             validate_name(&ns, "a.b").unwrap_err(),
+            "must not contain dots"
+        );
+        assert_eq!(
+            validate_name(&ns, "A.b").unwrap_err(),
             DNS1123_LABEL_MESSAGE
         );
         assert!(validate_name(&ns, &"a".repeat(64)).is_err());

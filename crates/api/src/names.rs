@@ -34,18 +34,32 @@ pub(crate) fn dns1123_label_ok(s: &str) -> bool {
         && is_lower_alnum(bytes[bytes.len() - 1])
 }
 
+/// apimachinery's `IsDNS1123Label` (kube 1.33): its messages, in its order — the length, then
+/// `must not contain dots` for a subdomain that is no label, else the pattern's message.
+pub(crate) fn dns1123_label_problems(s: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    if s.len() > 63 {
+        problems.push("must be no more than 63 characters".to_owned());
+    }
+    if !dns1123_label_ok(s) {
+        problems.push(if s.split('.').all(dns1123_label_ok) {
+            "must not contain dots".to_owned()
+        } else {
+            DNS1123_LABEL_MESSAGE.to_owned()
+        });
+    }
+    problems
+}
+
 /// Checks a DNS-1123 label (at most 63 characters), with Kubernetes' messages.
 ///
 /// # Errors
-/// The reason the value is not a label.
+/// The reason the value is not a label (the first of [`dns1123_label_problems`]).
 pub fn validate_dns1123_label(s: &str) -> Result<(), String> {
-    if s.len() > 63 {
-        return Err("must be no more than 63 characters".to_owned());
-    }
-    if !dns1123_label_ok(s) {
-        return Err(DNS1123_LABEL_MESSAGE.to_owned());
-    }
-    Ok(())
+    dns1123_label_problems(s)
+        .into_iter()
+        .next()
+        .map_or(Ok(()), Err)
 }
 
 /// Checks a DNS-1123 subdomain (at most 253 characters), with Kubernetes' messages.

@@ -24,8 +24,8 @@ use cel::{DeclarationError, Env, ExecutionError};
 
 use super::library::{one, string, two};
 use crate::names::{
-    DNS1035_LABEL_MESSAGE, DNS1123_LABEL_MESSAGE, DNS1123_SUBDOMAIN_MESSAGE, LABEL_VALUE_MESSAGE,
-    QUALIFIED_NAME_MESSAGE, QUALIFIED_NAME_PART_MESSAGE, dns1123_label_ok, qualified_name_part_ok,
+    DNS1035_LABEL_MESSAGE, DNS1123_SUBDOMAIN_MESSAGE, LABEL_VALUE_MESSAGE, QUALIFIED_NAME_MESSAGE,
+    QUALIFIED_NAME_PART_MESSAGE, dns1123_label_ok, qualified_name_part_ok,
 };
 
 const FORMAT: Type = Type::new_unspecified_type("kubernetes.NamedFormat");
@@ -217,12 +217,7 @@ fn problems(name: &str, s: &str) -> Vec<String> {
         }
     };
     match base {
-        "dns1123Label" => checked(
-            s_masked,
-            63,
-            dns1123_label_ok(s_masked),
-            DNS1123_LABEL_MESSAGE,
-        ),
+        "dns1123Label" => crate::names::dns1123_label_problems(s_masked),
         "dns1123Subdomain" => checked(
             s_masked,
             253,
@@ -275,6 +270,7 @@ mod tests {
                 crate::names::DNS1123_LABEL_MESSAGE.to_owned()
             ]
         );
+        assert_eq!(problems("dns1123Label", "a.b"), ["must not contain dots"]);
         assert!(problems("dns1123LabelPrefix", "my-label-prefix-").is_empty());
         assert!(!problems("dns1123Label", "my-label-prefix-").is_empty());
         assert!(problems("dns1123SubdomainPrefix", "mysubdomain.prefix.-").is_empty());
