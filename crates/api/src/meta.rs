@@ -922,6 +922,30 @@ mod tests {
             err.message
                 .starts_with("Pod \"a\" is invalid: metadata.labels: Invalid value: \"bad value\"")
         );
+        // Each of kube's messages is a cause (`IsQualifiedName`, `IsValidLabelValue` list them
+        // all): an empty name part, then its pattern; a long value of bad characters.
+        let both = json!({"metadata": {"name": "a", "labels": {"a/": "_".repeat(64)}}});
+        let err = prepare_create(&def("pods"), both, &ctx(Some("d"))).unwrap_err();
+        let causes: Vec<&str> = err.details.as_ref().unwrap()["causes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["message"].as_str().unwrap())
+            .collect();
+        assert_eq!(causes.len(), 4, "{causes:?}");
+        assert!(
+            causes[0].ends_with("name part must be non-empty"),
+            "{causes:?}"
+        );
+        assert!(
+            causes[1].contains("name part must consist of"),
+            "{causes:?}"
+        );
+        assert!(
+            causes[2].ends_with("must be no more than 63 characters"),
+            "{causes:?}"
+        );
+        assert!(causes[3].contains("a valid label must be"), "{causes:?}");
         let number_label = json!({"metadata": {"name": "a", "labels": {"app": 1}}});
         assert_eq!(
             prepare_create(&def("pods"), number_label, &ctx(Some("d")))

@@ -62,6 +62,18 @@ pub fn validate_dns1123_label(s: &str) -> Result<(), String> {
         .map_or(Ok(()), Err)
 }
 
+/// apimachinery's `IsDNS1123Subdomain`: its messages, in its order (the length, the pattern).
+pub(crate) fn dns1123_subdomain_problems(s: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    if s.len() > 253 {
+        problems.push("must be no more than 253 characters".to_owned());
+    }
+    if !s.split('.').all(dns1123_label_ok) {
+        problems.push(DNS1123_SUBDOMAIN_MESSAGE.to_owned());
+    }
+    problems
+}
+
 /// Checks a DNS-1123 subdomain (at most 253 characters), with Kubernetes' messages.
 ///
 /// # Errors
@@ -77,13 +89,22 @@ pub fn validate_dns1123_subdomain(s: &str) -> Result<(), String> {
 }
 
 pub(crate) fn validate_dns1035_label(s: &str) -> Result<(), String> {
+    dns1035_label_problems(s)
+        .into_iter()
+        .next()
+        .map_or(Ok(()), Err)
+}
+
+/// apimachinery's `IsDNS1035Label`: its messages, in its order (the length, the pattern).
+pub(crate) fn dns1035_label_problems(s: &str) -> Vec<String> {
+    let mut problems = Vec::new();
     if s.len() > 63 {
-        return Err("must be no more than 63 characters".to_owned());
+        problems.push("must be no more than 63 characters".to_owned());
     }
     if !dns1123_label_ok(s) || !s.as_bytes()[0].is_ascii_lowercase() {
-        return Err(DNS1035_LABEL_MESSAGE.to_owned());
+        problems.push(DNS1035_LABEL_MESSAGE.to_owned());
     }
-    Ok(())
+    problems
 }
 
 pub(crate) fn qualified_name_part_ok(s: &str) -> bool {
@@ -96,36 +117,59 @@ pub(crate) fn qualified_name_part_ok(s: &str) -> bool {
         && bytes[bytes.len() - 1].is_ascii_alphanumeric()
 }
 
-/// Checks a label or annotation key: an optional DNS subdomain prefix and `/`, then a name of at
-/// most 63 characters.
-///
-/// # Errors
-/// Kubernetes' message for the first rule broken.
-pub fn validate_qualified_name(key: &str) -> Result<(), String> {
+/// apimachinery's `IsQualifiedName` (a label or annotation key: an optional DNS subdomain
+/// prefix and `/`, then a name of at most 63 characters): its messages, in its order.
+pub(crate) fn qualified_name_problems(key: &str) -> Vec<String> {
+    let mut problems = Vec::new();
     let parts: Vec<&str> = key.split('/').collect();
     let name = match parts.as_slice() {
         [name] => *name,
         [prefix, name] => {
             if prefix.is_empty() {
-                return Err("prefix part must be non-empty".to_owned());
-            }
-            if let Err(message) = validate_dns1123_subdomain(prefix) {
-                return Err(format!("prefix part {message}"));
+                problems.push("prefix part must be non-empty".to_owned());
+            } else {
+                problems.extend(
+                    dns1123_subdomain_problems(prefix)
+                        .into_iter()
+                        .map(|problem| format!("prefix part {problem}")),
+                );
             }
             *name
         }
-        _ => return Err(QUALIFIED_NAME_MESSAGE.to_owned()),
+        _ => return vec![QUALIFIED_NAME_MESSAGE.to_owned()],
     };
     if name.is_empty() {
-        return Err("name part must be non-empty".to_owned());
-    }
-    if name.len() > 63 {
-        return Err("name part must be no more than 63 characters".to_owned());
+        problems.push("name part must be non-empty".to_owned());
+    } else if name.len() > 63 {
+        problems.push("name part must be no more than 63 characters".to_owned());
     }
     if !qualified_name_part_ok(name) {
-        return Err(QUALIFIED_NAME_PART_MESSAGE.to_owned());
+        problems.push(QUALIFIED_NAME_PART_MESSAGE.to_owned());
     }
-    Ok(())
+    problems
+}
+
+/// Checks a label or annotation key ([`qualified_name_problems`]).
+///
+/// # Errors
+/// Kubernetes' message for the first rule broken.
+pub fn validate_qualified_name(key: &str) -> Result<(), String> {
+    qualified_name_problems(key)
+        .into_iter()
+        .next()
+        .map_or(Ok(()), Err)
+}
+
+/// apimachinery's `IsValidLabelValue`: its messages, in its order (the length, the pattern).
+pub(crate) fn label_value_problems(value: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    if value.len() > 63 {
+        problems.push("must be no more than 63 characters".to_owned());
+    }
+    if !value.is_empty() && !qualified_name_part_ok(value) {
+        problems.push(LABEL_VALUE_MESSAGE.to_owned());
+    }
+    problems
 }
 
 /// Checks a label value: empty, or at most 63 characters of the label alphabet.
@@ -231,26 +275,26 @@ pub(crate) fn validate_meta_maps(
                 ));
             };
             total += name.len() + value.len();
-            let checked = if key == "annotations" {
+            let problems = if key == "annotations" {
                 // Lowercased into a copy only when it changes the key.
                 if name
                     .bytes()
                     .all(|b| b.is_ascii() && !b.is_ascii_uppercase())
                 {
-                    validate_qualified_name(name)
+                    qualified_name_problems(name)
                 } else {
-                    validate_qualified_name(&name.to_lowercase())
+                    qualified_name_problems(&name.to_lowercase())
                 }
             } else {
-                validate_qualified_name(name)
+                qualified_name_problems(name)
             };
-            if let Err(message) = checked {
+            for message in problems {
                 causes.push(invalid_value(&field(), name, &message));
             }
-            if key == "labels"
-                && let Err(message) = validate_label_value(value)
-            {
-                causes.push(invalid_value(&field(), value, &message));
+            if key == "labels" {
+                for message in label_value_problems(value) {
+                    causes.push(invalid_value(&field(), value, &message));
+                }
             }
         }
         if key == "annotations" && total > ANNOTATIONS_SIZE_MAX_BYTES {
@@ -268,7 +312,7 @@ pub(crate) fn validate_meta_maps(
         .flatten()
         .filter_map(Value::as_str)
     {
-        if let Err(message) = validate_qualified_name(name) {
+        for message in qualified_name_problems(name) {
             causes.push(invalid_value(&format!("{at}.finalizers"), name, &message));
         }
     }

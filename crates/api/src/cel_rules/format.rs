@@ -23,10 +23,6 @@ use cel::common::value::{CowVal, StaticVal, Val};
 use cel::{DeclarationError, Env, ExecutionError};
 
 use super::library::{one, string, two};
-use crate::names::{
-    DNS1035_LABEL_MESSAGE, DNS1123_SUBDOMAIN_MESSAGE, LABEL_VALUE_MESSAGE, QUALIFIED_NAME_MESSAGE,
-    QUALIFIED_NAME_PART_MESSAGE, dns1123_label_ok, qualified_name_part_ok,
-};
 
 const FORMAT: Type = Type::new_unspecified_type("kubernetes.NamedFormat");
 static FORMAT_TYPE: Type = FORMAT;
@@ -127,11 +123,6 @@ fn validate<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Executi
     )))))
 }
 
-/// apimachinery's `MaxLenError`.
-fn too_long(max: usize) -> String {
-    format!("must be no more than {max} characters")
-}
-
 /// kube's `maskTrailingDash`: a name ending in `-` (and longer than one byte) has its last two
 /// bytes replaced by `a`, so that a prefix may end in `-`.
 fn mask_trailing_dash(name: &str) -> String {
@@ -145,56 +136,6 @@ fn mask_trailing_dash(name: &str) -> String {
     } else {
         name.to_owned()
     }
-}
-
-fn subdomain_ok(s: &str) -> bool {
-    s.split('.').all(dns1123_label_ok)
-}
-
-fn dns1035_ok(s: &str) -> bool {
-    s.as_bytes().first().is_some_and(u8::is_ascii_lowercase) && dns1123_label_ok(s)
-}
-
-/// A length limit and a pattern's check, each with its message, in that order.
-fn checked(s: &str, max: usize, ok: bool, message: &str) -> Vec<String> {
-    let mut problems = Vec::new();
-    if s.len() > max {
-        problems.push(too_long(max));
-    }
-    if !ok {
-        problems.push(message.to_owned());
-    }
-    problems
-}
-
-/// apimachinery's `IsQualifiedName`.
-fn qualified_name(value: &str) -> Vec<String> {
-    let mut problems = Vec::new();
-    let parts: Vec<&str> = value.split('/').collect();
-    let name = match parts.as_slice() {
-        [name] => *name,
-        [prefix, name] => {
-            if prefix.is_empty() {
-                problems.push("prefix part must be non-empty".to_owned());
-            } else {
-                for problem in checked(prefix, 253, subdomain_ok(prefix), DNS1123_SUBDOMAIN_MESSAGE)
-                {
-                    problems.push(format!("prefix part {problem}"));
-                }
-            }
-            *name
-        }
-        _ => return vec![QUALIFIED_NAME_MESSAGE.to_owned()],
-    };
-    if name.is_empty() {
-        problems.push("name part must be non-empty".to_owned());
-    } else if name.len() > 63 {
-        problems.push(format!("name part {}", too_long(63)));
-    }
-    if !qualified_name_part_ok(name) {
-        problems.push(QUALIFIED_NAME_PART_MESSAGE.to_owned());
-    }
-    problems
 }
 
 /// What is wrong with `s` in the format `name`, as kube's `ValidateFunc` says it.
@@ -218,20 +159,10 @@ fn problems(name: &str, s: &str) -> Vec<String> {
     };
     match base {
         "dns1123Label" => crate::names::dns1123_label_problems(s_masked),
-        "dns1123Subdomain" => checked(
-            s_masked,
-            253,
-            subdomain_ok(s_masked),
-            DNS1123_SUBDOMAIN_MESSAGE,
-        ),
-        "dns1035Label" => checked(s_masked, 63, dns1035_ok(s_masked), DNS1035_LABEL_MESSAGE),
-        "qualifiedName" => qualified_name(s),
-        "labelValue" => checked(
-            s,
-            63,
-            s.is_empty() || qualified_name_part_ok(s),
-            LABEL_VALUE_MESSAGE,
-        ),
+        "dns1123Subdomain" => crate::names::dns1123_subdomain_problems(s_masked),
+        "dns1035Label" => crate::names::dns1035_label_problems(s_masked),
+        "qualifiedName" => crate::names::qualified_name_problems(s),
+        "labelValue" => crate::names::label_value_problems(s),
         "uri" => crate::go_url::parse_request_uri(s)
             .err()
             .into_iter()
