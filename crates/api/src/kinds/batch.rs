@@ -374,7 +374,7 @@ fn pod_failure_policy(spec: &Value, policy: &Value, at: &str, causes: &mut Vec<C
                     .get("type")
                     .and_then(Value::as_str)
                     .unwrap_or_default();
-                if let Err(message) = crate::names::validate_qualified_name(kind) {
+                for message in crate::names::qualified_name_problems(kind) {
                     causes.push(invalid(
                         &format!("{patterns_at}[{j}].type"),
                         &go_quote(kind),

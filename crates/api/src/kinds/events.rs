@@ -27,7 +27,7 @@ use serde_json::Value;
 
 use super::access::{get, text};
 use crate::field::{Cause, go_quote, go_value, invalid, required};
-use crate::names::{validate_dns1123_subdomain, validate_qualified_name};
+use crate::names::validate_dns1123_subdomain;
 use crate::versions::Conversion;
 
 /// kube's `ReportingInstanceLengthLimit`, `ActionLengthLimit` and `ReasonLengthLimit`.
@@ -176,7 +176,7 @@ fn legacy(event: &Value, causes: &mut Vec<Cause>) {
         if controller.is_empty() {
             causes.push(required("reportingController", ""));
         }
-        if let Err(message) = validate_qualified_name(controller) {
+        for message in crate::names::qualified_name_problems(controller) {
             causes.push(invalid(
                 "reportingController",
                 &go_quote(controller),

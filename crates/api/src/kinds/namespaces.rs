@@ -25,7 +25,6 @@ use serde_json::Value;
 
 use super::access::{get, list, text};
 use crate::field::{Cause, go_quote, invalid};
-use crate::names::validate_qualified_name;
 
 /// kube's `standardFinalizers`.
 const STANDARD_FINALIZERS: [&str; 3] = ["kubernetes", "orphan", "foregroundDeletion"];
@@ -82,7 +81,7 @@ pub(super) fn namespace(object: &Value, old: Option<&Value>, causes: &mut Vec<Ca
 
 /// `validateFinalizerName`: a qualified name, and a standard one when it has no prefix.
 fn finalizer_name(name: &str, at: &str, causes: &mut Vec<Cause>) {
-    if let Err(message) = validate_qualified_name(name) {
+    for message in crate::names::qualified_name_problems(name) {
         causes.push(invalid(at, &go_quote(name), &message));
     }
     if !name.contains('/') && !STANDARD_FINALIZERS.contains(&name) {

@@ -169,7 +169,7 @@ fn taints(spec: &Value, causes: &mut Vec<Cause>) {
             text(taint, "value"),
             text(taint, "effect"),
         );
-        if let Err(message) = validate_qualified_name(key) {
+        for message in crate::names::qualified_name_problems(key) {
             causes.push(invalid(&format!("{at}.key"), &go_quote(key), &message));
         }
         if let Err(message) = validate_label_value(value) {

@@ -357,7 +357,7 @@ fn json_value(value: &Value) -> String {
 }
 
 fn check_label(path: &str, name: &str, causes: &mut Vec<Cause>) {
-    if let Err(message) = validate_qualified_name(name) {
+    for message in crate::names::qualified_name_problems(name) {
         causes.push(invalid(path, &go_quote(name), &message));
     }
 }
@@ -1874,8 +1874,11 @@ pub(super) fn overcommit_allowed(name: &str) -> bool {
 /// `validateResourceName`: a qualified name, standard unless it has a prefix. (kube prints
 /// the name of its own messages, a `core.ResourceName`, through its `String()`: unquoted.)
 pub(super) fn any_resource_name(name: &str, at: &str, causes: &mut Vec<Cause>) {
-    if let Err(message) = validate_qualified_name(name) {
-        causes.push(invalid(at, &go_quote(name), &message));
+    let problems = crate::names::qualified_name_problems(name);
+    if !problems.is_empty() {
+        for message in problems {
+            causes.push(invalid(at, &go_quote(name), &message));
+        }
     } else if !name.contains('/')
         && !STANDARD_RESOURCES.contains(&name)
         && !is_quota_hugepages(name)

@@ -56,7 +56,6 @@ use serde_json::Value;
 use super::access::{get, list, text};
 use super::{nodes, pod_spec};
 use crate::field::{Cause, duplicate, forbidden, go_quote, invalid, not_supported, required};
-use crate::names::validate_qualified_name;
 
 const NONE: &str = "None";
 const EXTERNAL_NAME: &str = "ExternalName";
@@ -497,7 +496,7 @@ fn load_balancer_class(old: Option<&Value>, service: &Value, causes: &mut Vec<Ca
     }
     match class(service) {
         Some(class) if service_type(service) == LOAD_BALANCER => {
-            if let Err(message) = validate_qualified_name(class) {
+            for message in crate::names::qualified_name_problems(class) {
                 causes.push(invalid(at, &go_quote(class), &message));
             }
         }

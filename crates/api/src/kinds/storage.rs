@@ -34,7 +34,7 @@ use serde_json::{Map, Value};
 
 use super::pod_spec;
 use crate::field::{Cause, forbidden, go_quote, invalid, not_supported, required, too_long};
-use crate::names::{validate_dns1123_subdomain, validate_qualified_name};
+use crate::names::validate_dns1123_subdomain;
 use crate::quantity::Quantity;
 
 /// kube's `supportedAccessModes`, sorted as `sets.List` sorts them.
@@ -371,7 +371,7 @@ pub(super) fn storage_class(object: &Value, old: Option<&Value>, causes: &mut Ve
         causes.push(required("provisioner", ""));
     } else {
         let lower = provisioner.to_lowercase();
-        if let Err(message) = validate_qualified_name(&lower) {
+        for message in crate::names::qualified_name_problems(&lower) {
             causes.push(invalid("provisioner", &go_quote(&lower), &message));
         }
     }
