@@ -460,6 +460,12 @@ mod tests {
                 "{raw}"
             );
         }
+        // A request URI keeps its fragment (an opaque part here); Parse checks it.
+        assert!(parse_request_uri("a:#%").is_ok());
+        assert_eq!(
+            parse("a:#%").map(|_| ()),
+            Err("parse \"a:#%\": invalid URL escape \"%\"".to_owned())
+        );
         // What comes before the last `[` is dropped, as Go 1.24 drops it.
         assert_eq!(
             parse_request_uri("http://a[::1]:8/").unwrap().host,
