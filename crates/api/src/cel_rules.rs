@@ -2743,7 +2743,10 @@ mod tests {
         /// a parser is wrong).
         #[test]
         fn library_functions_answer_any_text(
-            text in r"[0-9a-fA-F:.%/@\[\]v+\- ?#&=_~é]{0,30}",
+            text in proptest::prop_oneof![
+                r"[0-9a-fA-F:.%/@\[\]v+\- ?#&=_~é]{0,30}",
+                r"\PC{0,24}",
+            ],
         ) {
             let rules = [
                 "!isURL(self.t) || url(self.t).getEscapedPath() != 'never' && url(self.t).getQuery().size() >= 0 && url(self.t).getPort() != 'never'",
