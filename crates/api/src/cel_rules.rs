@@ -667,6 +667,8 @@ fn undeclared<'a>(
                 found.push((expr.id, name));
             }
         }
+        // The names of kube's IP and CIDR types are identifiers (`type(x) == net.IP`).
+        Expr::Select(_) if matches!(qualified(expr).as_deref(), Some("net.IP" | "net.CIDR")) => {}
         _ => {
             for child in children(expr) {
                 undeclared(child, scope, declared, found);
@@ -2542,6 +2544,7 @@ mod tests {
             "cidr('192.168.0.1/24') != cidr('192.168.0.1/24').masked()",
             "cidr('192.168.0.0/16').prefixLength() == 16 && cidr('::1/128').prefixLength() == 128",
             "string(cidr('10.1.2.3/8').masked()) == '10.0.0.0/8'",
+            "type(ip('10.0.0.1')) == net.IP && type(cidr('::/0')) == net.CIDR && type(ip('::1')) != net.CIDR",
         ];
         let errors = [
             "ip('127.0.0.256') == ip('::1')",

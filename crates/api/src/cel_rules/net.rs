@@ -90,6 +90,9 @@ opaque!(CidrVal, &CIDR_TYPE);
 /// string-only checks of [`super::library`]).
 pub(super) fn extension(env: &mut Env) -> Result<(), DeclarationError> {
     let text = || vec![STRING_TYPE];
+    // `type(ip('1.2.3.4')) == net.IP`: kube declares the types' names as identifiers.
+    env.add_type(IP)?;
+    env.add_type(CIDR)?;
     env.add_overload("ip", "string_to_ip", text(), to_ip)?;
     env.add_overload("isIP", "is_ip", text(), is_ip)?;
     env.add_overload("ip.isCanonical", "ip_is_canonical", text(), is_canonical)?;
