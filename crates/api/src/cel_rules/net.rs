@@ -14,7 +14,8 @@
 //!   length kept), without an IPv4-mapped address; `<CIDR>.containsIP(ip or string)`,
 //!   `.containsCIDR(cidr or string)`, `.ip()`, `.masked()`, `.prefixLength()`.
 //! - `string(ip)` and `string(cidr)` give the canonical text; two IPs (two CIDRs) are `==` when
-//!   they are the same address (prefix).
+//!   they are the same address (prefix); `net.IP` and `net.CIDR` name the types
+//!   (`type(ip(s)) == net.IP`), as kube declares them.
 //! - The methods cost a constant in the expression's bound; what reads a string (`ip()`,
 //!   `cidr()`, `isIP()`, `isCIDR()`, `ip.isCanonical()`, `containsIP`/`containsCIDR` of a
 //!   string) a tenth per byte of it, as any string function.
