@@ -28,7 +28,6 @@
 //! - Field and label selectors are kept but not given to the authorizer (this server's
 //!   authorizers, as kube's RBAC, ignore them).
 
-use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
@@ -38,7 +37,7 @@ use cel::common::value::{CowVal, StaticVal, Val};
 use cel::{DeclarationError, Env, ExecutionError};
 use serde_json::{Value, json};
 
-use super::library::{one, string, two};
+use super::library::{one, opaque_val, string, two};
 
 /// What a check asks: a resource request, or a request on a path.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -147,29 +146,9 @@ struct Builder {
 #[derive(Clone, Debug)]
 struct Decision(AuthzDecision);
 
-macro_rules! opaque {
-    ($rust:ty, $cel:expr, $get:expr) => {
-        impl Val for $rust {
-            fn get_type(&self) -> &Type {
-                $get(self)
-            }
-            fn cel_type() -> &'static Type {
-                $cel
-            }
-            fn clone_as_boxed<'v>(&self) -> Box<dyn Val + 'v> {
-                Box::new(self.clone())
-            }
-            fn as_any(&self) -> Option<&dyn Any> {
-                Some(self)
-            }
-        }
-        impl StaticVal for $rust {}
-    };
-}
-
-opaque!(AuthorizerVal, &AUTHORIZER_TYPE, |_| &AUTHORIZER_TYPE);
-opaque!(Builder, &RESOURCE_CHECK_TYPE, |b: &Builder| b.kind);
-opaque!(Decision, &DECISION_TYPE, |_| &DECISION_TYPE);
+opaque_val!(AuthorizerVal, &AUTHORIZER_TYPE, get: |_: &AuthorizerVal| &AUTHORIZER_TYPE);
+opaque_val!(Builder, &RESOURCE_CHECK_TYPE, get: |b: &Builder| b.kind);
+opaque_val!(Decision, &DECISION_TYPE, get: |_: &Decision| &DECISION_TYPE);
 
 /// Registers the library on `env`.
 pub(super) fn extension(env: &mut Env) -> Result<(), DeclarationError> {

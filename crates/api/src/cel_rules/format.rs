@@ -16,13 +16,11 @@
 //!   checks with kube's one message each.
 //! - Every function costs a tenth per byte of its operands in the expression's bound.
 
-use std::any::Any;
-
 use cel::common::types::{CelList, CelOptional, CelString, STRING_TYPE, Type};
-use cel::common::value::{CowVal, StaticVal, Val};
+use cel::common::value::{CowVal, Val};
 use cel::{DeclarationError, Env, ExecutionError};
 
-use super::library::{one, string, two};
+use super::library::{one, opaque_val, string, two};
 
 const FORMAT: Type = Type::new_unspecified_type("kubernetes.NamedFormat");
 static FORMAT_TYPE: Type = FORMAT;
@@ -48,25 +46,7 @@ const NAMES: [&str; 13] = [
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Format(usize);
 
-impl Val for Format {
-    fn get_type(&self) -> &Type {
-        &FORMAT_TYPE
-    }
-    fn cel_type() -> &'static Type {
-        &FORMAT_TYPE
-    }
-    fn equals(&self, other: &dyn Val) -> bool {
-        other.downcast_ref::<Format>() == Some(self)
-    }
-    fn clone_as_boxed<'v>(&self) -> Box<dyn Val + 'v> {
-        Box::new(*self)
-    }
-    fn as_any(&self) -> Option<&dyn Any> {
-        Some(self)
-    }
-}
-
-impl StaticVal for Format {}
+opaque_val!(Format, &FORMAT_TYPE, equal: |a: &Format, b: &Format| a == b);
 
 /// Registers the library on `env`.
 pub(super) fn extension(env: &mut Env) -> Result<(), DeclarationError> {

@@ -17,6 +17,42 @@ use cel::common::value::{CowVal, Val};
 use cel::parser::{Macro, MacroExprHelper, ParseError};
 use cel::{DeclarationError, Env, ExecutionError};
 
+/// `Val` for a Rust type that is one of kube's library types to CEL (a `kubernetes.Quantity`,
+/// a `net.IP`, an authorizer's check, ...): its CEL type — the same for every value
+/// (`$cel`), or per value (`get: |v| ...`) —, downcasts, and `==` by `equal: |a, b| ...`
+/// (kube's `Equal`), or never equal (kube's authorizer values have no `Equal`).
+macro_rules! opaque_val {
+    ($rust:ty, $cel:expr, equal: $equal:expr) => {
+        opaque_val!(@impl $rust, $cel, |_: &$rust| $cel, $equal);
+    };
+    ($rust:ty, $cel:expr, get: $get:expr) => {
+        opaque_val!(@impl $rust, $cel, $get, |_: &$rust, _: &$rust| false);
+    };
+    (@impl $rust:ty, $cel:expr, $get:expr, $equal:expr) => {
+        impl cel::common::value::Val for $rust {
+            fn get_type(&self) -> &cel::common::types::Type {
+                $get(self)
+            }
+            fn cel_type() -> &'static cel::common::types::Type {
+                $cel
+            }
+            fn equals(&self, other: &dyn cel::common::value::Val) -> bool {
+                other
+                    .downcast_ref::<$rust>()
+                    .is_some_and(|other| $equal(self, other))
+            }
+            fn clone_as_boxed<'v>(&self) -> Box<dyn cel::common::value::Val + 'v> {
+                Box::new(self.clone())
+            }
+            fn as_any(&self) -> Option<&dyn std::any::Any> {
+                Some(self)
+            }
+        }
+        impl cel::common::value::StaticVal for $rust {}
+    };
+}
+pub(super) use opaque_val;
+
 /// Registers the library on `env` (built without the crate's own `matches`).
 pub(super) fn extension(env: &mut Env) -> Result<(), DeclarationError> {
     env.add_macro(Macro::receiver("bind", 3, bind))?;

@@ -25,16 +25,15 @@
 //!   after kube's prefix, where Go's `netip` names the first thing it found wrong (`IPv4 field
 //!   has value >255`, ...).
 
-use std::any::Any;
 use std::net::IpAddr;
 
 use cel::common::functions::Function;
 use cel::common::types::{CelBool, CelInt, CelString, STRING_TYPE, Type};
-use cel::common::value::{CowVal, StaticVal, Val};
+use cel::common::value::{CowVal, Val};
 use cel::{DeclarationError, Env, ExecutionError};
 use watchkeeper_core::gotext::go_quote;
 
-use super::library::{one, string, two};
+use super::library::{one, opaque_val, string, two};
 
 const IP: Type = Type::new_unspecified_type("net.IP");
 static IP_TYPE: Type = IP;
@@ -61,31 +60,8 @@ struct IpVal(IpAddr);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct CidrVal(IpAddr, u8);
 
-macro_rules! opaque {
-    ($rust:ty, $cel:expr) => {
-        impl Val for $rust {
-            fn get_type(&self) -> &Type {
-                $cel
-            }
-            fn cel_type() -> &'static Type {
-                $cel
-            }
-            fn equals(&self, other: &dyn Val) -> bool {
-                other.downcast_ref::<$rust>().is_some_and(|o| o == self)
-            }
-            fn clone_as_boxed<'v>(&self) -> Box<dyn Val + 'v> {
-                Box::new(*self)
-            }
-            fn as_any(&self) -> Option<&dyn Any> {
-                Some(self)
-            }
-        }
-        impl StaticVal for $rust {}
-    };
-}
-
-opaque!(IpVal, &IP_TYPE);
-opaque!(CidrVal, &CIDR_TYPE);
+opaque_val!(IpVal, &IP_TYPE, equal: |a: &IpVal, b: &IpVal| a == b);
+opaque_val!(CidrVal, &CIDR_TYPE, equal: |a: &CidrVal, b: &CidrVal| a == b);
 
 /// Registers the libraries on `env` (`isIP` and `isCIDR` among them: they replace the
 /// string-only checks of [`super::library`]).

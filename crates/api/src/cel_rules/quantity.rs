@@ -19,14 +19,13 @@
 //!   arbitrary-precision decimals, so a sum past ~10^29 saturates here where kube's grows, and
 //!   precision past a billionth is rounded up at parse time (kube rounds it when it writes).
 
-use std::any::Any;
 use std::cmp::Ordering;
 
 use cel::common::types::{CelBool, CelDouble, CelInt, INT_TYPE, STRING_TYPE, Type};
-use cel::common::value::{CowVal, StaticVal, Val};
+use cel::common::value::{CowVal, Val};
 use cel::{DeclarationError, Env, ExecutionError};
 
-use super::library::{one, string, two};
+use super::library::{one, opaque_val, string, two};
 use crate::quantity::{NANOS, Quantity};
 
 const QUANTITY: Type = Type::new_unspecified_type("kubernetes.Quantity");
@@ -53,27 +52,8 @@ const FORMAT_WRONG: &str =
 #[derive(Clone, Copy, Debug)]
 struct QuantityVal(Quantity);
 
-impl Val for QuantityVal {
-    fn get_type(&self) -> &Type {
-        &QUANTITY_TYPE
-    }
-    fn cel_type() -> &'static Type {
-        &QUANTITY_TYPE
-    }
-    fn equals(&self, other: &dyn Val) -> bool {
-        other
-            .downcast_ref::<QuantityVal>()
-            .is_some_and(|other| other.0 == self.0)
-    }
-    fn clone_as_boxed<'v>(&self) -> Box<dyn Val + 'v> {
-        Box::new(*self)
-    }
-    fn as_any(&self) -> Option<&dyn Any> {
-        Some(self)
-    }
-}
-
-impl StaticVal for QuantityVal {}
+// Equal by amount, as kube's `Quantity.Equal` (`Cmp == 0`).
+opaque_val!(QuantityVal, &QUANTITY_TYPE, equal: |a: &QuantityVal, b: &QuantityVal| a.0 == b.0);
 
 /// Registers the library on `env`.
 pub(super) fn extension(env: &mut Env) -> Result<(), DeclarationError> {

@@ -15,15 +15,14 @@
 //! - Every function costs a constant in the expression's bound but the parsing ones, which
 //!   cost a tenth per byte as any string function.
 
-use std::any::Any;
 use std::cmp::Ordering;
 
 use cel::common::functions::Function;
 use cel::common::types::{BOOL_TYPE, CelBool, CelInt, STRING_TYPE, Type};
-use cel::common::value::{CowVal, StaticVal, Val};
+use cel::common::value::{CowVal, Val};
 use cel::{DeclarationError, Env, ExecutionError};
 
-use super::library::{one, string, two};
+use super::library::{one, opaque_val, string, two};
 
 const SEMVER: Type = Type::new_unspecified_type("kubernetes.Semver");
 static SEMVER_TYPE: Type = SEMVER;
@@ -57,27 +56,8 @@ impl Version {
     }
 }
 
-impl Val for Version {
-    fn get_type(&self) -> &Type {
-        &SEMVER_TYPE
-    }
-    fn cel_type() -> &'static Type {
-        &SEMVER_TYPE
-    }
-    fn equals(&self, other: &dyn Val) -> bool {
-        other
-            .downcast_ref::<Version>()
-            .is_some_and(|other| self.compare(other) == Ordering::Equal)
-    }
-    fn clone_as_boxed<'v>(&self) -> Box<dyn Val + 'v> {
-        Box::new(self.clone())
-    }
-    fn as_any(&self) -> Option<&dyn Any> {
-        Some(self)
-    }
-}
-
-impl StaticVal for Version {}
+// Equal when they compare equal, as blang's `Version.Equals`.
+opaque_val!(Version, &SEMVER_TYPE, equal: |a: &Version, b: &Version| a.compare(b) == Ordering::Equal);
 
 /// Registers the library on `env`.
 pub(super) fn extension(env: &mut Env) -> Result<(), DeclarationError> {

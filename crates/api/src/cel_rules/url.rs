@@ -17,15 +17,14 @@
 //! - Every function costs a tenth per byte of its operands in the expression's bound, as any
 //!   string operation (a URL's parts are never longer than its text).
 
-use std::any::Any;
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use cel::common::types::{CelBool, CelList, CelMap, CelMapKey, CelString, STRING_TYPE, Type};
-use cel::common::value::{CowVal, StaticVal, Val};
+use cel::common::value::{CowVal, Val};
 use cel::{DeclarationError, Env, ExecutionError};
 
-use super::library::{one, string};
+use super::library::{one, opaque_val, string};
 use crate::go_url::{Url, parse, parse_request_uri};
 
 const URL: Type = Type::new_unspecified_type("kubernetes.URL");
@@ -34,27 +33,7 @@ static URL_TYPE: Type = URL;
 #[derive(Clone, Debug)]
 struct UrlVal(Arc<Url>);
 
-impl Val for UrlVal {
-    fn get_type(&self) -> &Type {
-        &URL_TYPE
-    }
-    fn cel_type() -> &'static Type {
-        &URL_TYPE
-    }
-    fn equals(&self, other: &dyn Val) -> bool {
-        other
-            .downcast_ref::<UrlVal>()
-            .is_some_and(|other| other.0 == self.0)
-    }
-    fn clone_as_boxed<'v>(&self) -> Box<dyn Val + 'v> {
-        Box::new(self.clone())
-    }
-    fn as_any(&self) -> Option<&dyn Any> {
-        Some(self)
-    }
-}
-
-impl StaticVal for UrlVal {}
+opaque_val!(UrlVal, &URL_TYPE, equal: |a: &UrlVal, b: &UrlVal| a.0 == b.0);
 
 /// Registers the library on `env`.
 pub(super) fn extension(env: &mut Env) -> Result<(), DeclarationError> {
