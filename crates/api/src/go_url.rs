@@ -42,12 +42,6 @@ enum Mode {
     Fragment,
 }
 
-fn hex(c: u8) -> Option<u8> {
-    char::from(c)
-        .to_digit(16)
-        .and_then(|d| u8::try_from(d).ok())
-}
-
 /// Go's `shouldEscape`.
 fn should_escape(c: u8, mode: Mode) -> bool {
     if c.is_ascii_alphanumeric() {
@@ -82,8 +76,8 @@ fn unescape(s: &[u8], mode: Mode) -> Result<Vec<u8>, String> {
         match c {
             b'%' => {
                 let (Some(high), Some(low)) = (
-                    s.get(i + 1).copied().and_then(hex),
-                    s.get(i + 2).copied().and_then(hex),
+                    s.get(i + 1).copied().and_then(crate::strfmt::hex_value),
+                    s.get(i + 2).copied().and_then(crate::strfmt::hex_value),
                 ) else {
                     let end = (i + 3).min(s.len());
                     return Err(format!("invalid URL escape {}", quoted(&s[i..end])));

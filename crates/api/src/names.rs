@@ -51,15 +51,17 @@ pub(crate) fn dns1123_label_problems(s: &str) -> Vec<String> {
     problems
 }
 
+/// The first of a check's messages, as the `validate_*` functions answer.
+fn first(problems: Vec<String>) -> Result<(), String> {
+    problems.into_iter().next().map_or(Ok(()), Err)
+}
+
 /// Checks a DNS-1123 label (at most 63 characters), with Kubernetes' messages.
 ///
 /// # Errors
 /// The reason the value is not a label (the first of [`dns1123_label_problems`]).
 pub fn validate_dns1123_label(s: &str) -> Result<(), String> {
-    dns1123_label_problems(s)
-        .into_iter()
-        .next()
-        .map_or(Ok(()), Err)
+    first(dns1123_label_problems(s))
 }
 
 /// apimachinery's `IsDNS1123Subdomain`: its messages, in its order (the length, the pattern).
@@ -79,20 +81,11 @@ pub(crate) fn dns1123_subdomain_problems(s: &str) -> Vec<String> {
 /// # Errors
 /// The reason the value is not a subdomain.
 pub fn validate_dns1123_subdomain(s: &str) -> Result<(), String> {
-    if s.len() > 253 {
-        return Err("must be no more than 253 characters".to_owned());
-    }
-    if !s.split('.').all(dns1123_label_ok) {
-        return Err(DNS1123_SUBDOMAIN_MESSAGE.to_owned());
-    }
-    Ok(())
+    first(dns1123_subdomain_problems(s))
 }
 
 pub(crate) fn validate_dns1035_label(s: &str) -> Result<(), String> {
-    dns1035_label_problems(s)
-        .into_iter()
-        .next()
-        .map_or(Ok(()), Err)
+    first(dns1035_label_problems(s))
 }
 
 /// apimachinery's `IsDNS1035Label`: its messages, in its order (the length, the pattern).
@@ -154,10 +147,7 @@ pub(crate) fn qualified_name_problems(key: &str) -> Vec<String> {
 /// # Errors
 /// Kubernetes' message for the first rule broken.
 pub fn validate_qualified_name(key: &str) -> Result<(), String> {
-    qualified_name_problems(key)
-        .into_iter()
-        .next()
-        .map_or(Ok(()), Err)
+    first(qualified_name_problems(key))
 }
 
 /// apimachinery's `IsValidLabelValue`: its messages, in its order (the length, the pattern).
@@ -177,13 +167,7 @@ pub(crate) fn label_value_problems(value: &str) -> Vec<String> {
 /// # Errors
 /// Kubernetes' message.
 pub fn validate_label_value(value: &str) -> Result<(), String> {
-    if value.len() > 63 {
-        return Err("must be no more than 63 characters".to_owned());
-    }
-    if !value.is_empty() && !qualified_name_part_ok(value) {
-        return Err(LABEL_VALUE_MESSAGE.to_owned());
-    }
-    Ok(())
+    first(label_value_problems(value))
 }
 
 /// apimachinery's strict `IsValidIP` (kube 1.33, with `IPIsCanonical`), as `ValidateIPAddressName`

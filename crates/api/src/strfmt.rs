@@ -324,7 +324,7 @@ fn is_credit_card(value: &str) -> bool {
 }
 
 /// The value of one ASCII hex digit.
-fn hex_value(c: u8) -> Option<u8> {
+pub(crate) fn hex_value(c: u8) -> Option<u8> {
     match c {
         b'0'..=b'9' => Some(c - b'0'),
         b'a'..=b'f' => Some(c - b'a' + 10),
