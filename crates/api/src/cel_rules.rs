@@ -634,28 +634,6 @@ fn undeclared<'a>(
                 }
                 return;
             };
-            if let Some(bound) = functions::macro_variables(name, call.args.len()) {
-                // A macro cel-go expands: its leading bare identifiers are variables bound in
-                // the arguments after them.
-                undeclared(target, scope, declared, found);
-                let bound = call
-                    .args
-                    .iter()
-                    .take(bound)
-                    .take_while(|a| matches!(a.expr, Expr::Ident(_)))
-                    .count();
-                let outer = scope.len();
-                for arg in &call.args[..bound] {
-                    if let Expr::Ident(name) = &arg.expr {
-                        scope.push(name);
-                    }
-                }
-                for arg in &call.args[bound..] {
-                    undeclared(arg, scope, declared, found);
-                }
-                scope.truncate(outer);
-                return;
-            }
             for arg in &call.args {
                 undeclared(arg, scope, declared, found);
             }

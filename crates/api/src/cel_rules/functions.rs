@@ -1,7 +1,7 @@
-//! The names of the functions kube-apiserver 1.33's CEL environments declare, and the macros
-//! cel-go expands there that the `cel` crate's parser leaves as calls: what an expression may
-//! call without cel-go's checker refusing it with `undeclared reference to 'foo' (in
-//! container '')` (see [`super::compile_in`]).
+//! The names of the functions kube-apiserver 1.33's CEL environments declare: what an
+//! expression may call without cel-go's checker refusing it with `undeclared reference to
+//! 'foo' (in container '')` (see [`super::compile_in`]). Macros are expanded before the check
+//! (the crate's, `cel.bind`, and the two-variable comprehensions: `super::comprehensions`).
 //!
 //! ## Guarantees
 //! - **Names only**: a name is declared when any overload of it is, global or member, of
@@ -207,20 +207,6 @@ pub(super) fn operator(name: &str) -> bool {
     !name
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
-}
-
-/// How many leading variables the macro cel-go would expand a call of `name` with `args`
-/// arguments on a target into binds (in the arguments after them), when it is one the `cel`
-/// crate's parser leaves as a call: the optional library's `optMap`/`optFlatMap` (one) and
-/// the two-variable comprehensions (two); `cel.bind` (one) is expanded by this server's
-/// parser already, and a call left (its target is not `cel`) is none.
-pub(super) fn macro_variables(name: &str, args: usize) -> Option<usize> {
-    match (name, args) {
-        ("optMap" | "optFlatMap", 2) => Some(1),
-        ("all" | "exists" | "existsOne" | "exists_one", 3)
-        | ("transformList" | "transformMap" | "transformMapEntry", 3 | 4) => Some(2),
-        _ => None,
-    }
 }
 
 #[cfg(test)]
