@@ -42,6 +42,16 @@ enum Mode {
     Fragment,
 }
 
+/// A hex digit's value (`strfmt` reads its escapes and addresses with it too).
+pub(crate) fn hex_value(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    }
+}
+
 /// Go's `shouldEscape`.
 fn should_escape(c: u8, mode: Mode) -> bool {
     if c.is_ascii_alphanumeric() {
@@ -76,8 +86,8 @@ fn unescape(s: &[u8], mode: Mode) -> Result<Vec<u8>, String> {
         match c {
             b'%' => {
                 let (Some(high), Some(low)) = (
-                    s.get(i + 1).copied().and_then(crate::strfmt::hex_value),
-                    s.get(i + 2).copied().and_then(crate::strfmt::hex_value),
+                    s.get(i + 1).copied().and_then(hex_value),
+                    s.get(i + 2).copied().and_then(hex_value),
                 ) else {
                     let end = (i + 3).min(s.len());
                     return Err(format!("invalid URL escape {}", quoted(&s[i..end])));

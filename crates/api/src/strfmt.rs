@@ -96,6 +96,8 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
+use crate::go_url::hex_value;
+
 /// `k8s.io/utils/net.ParseIPSloppy` reads `value` (IPv4 or IPv6, leading zeros allowed).
 #[must_use]
 pub fn is_ip_sloppy(value: &str) -> bool {
@@ -321,16 +323,6 @@ fn is_credit_card(value: &str) -> bool {
         })
         .sum();
     sum.is_multiple_of(10)
-}
-
-/// The value of one ASCII hex digit.
-pub(crate) fn hex_value(c: u8) -> Option<u8> {
-    match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        b'A'..=b'F' => Some(c - b'A' + 10),
-        _ => None,
-    }
 }
 
 /// IP and MAC addresses: Go's `net/netip` and `net` parsers, and the Go 1.16 fork that

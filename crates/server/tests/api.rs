@@ -4106,15 +4106,30 @@ async fn get_ip_address(addr: std::net::SocketAddr, name: &str) -> (u16, Value) 
     get_json(addr, &format!("{IP_ADDRESSES}/{name}")).await
 }
 
-/// Waits (within the hang guard) until the IPAddress `name` is gone.
+/// Waits until the IPAddress `name` is gone: its `DELETED` event, watched from the version
+/// read (the watch's own hang guard fails the test if it never comes).
 async fn until_ip_address_gone(addr: std::net::SocketAddr, name: &str) {
-    tokio::time::timeout(HANG_GUARD, async {
-        while get_ip_address(addr, name).await.0 != 404 {
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let (code, ip) = get_ip_address(addr, name).await;
+    if code == 404 {
+        return;
+    }
+    let rv = ip["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or_default();
+    let mut watch = WatchReader::open(
+        addr,
+        &format!(
+            "{IP_ADDRESSES}?watch=true&resourceVersion={rv}&fieldSelector=metadata.name%3D{name}"
+        ),
+        None,
+    )
+    .await;
+    while let Some(event) = watch.next().await {
+        if event["type"] == "DELETED" {
+            return;
         }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("the IPAddress {name} deleted"));
+    }
+    panic!("the watch of the IPAddress {name} ended before its deletion");
 }
 
 /// Goal: each Service ClusterIP is an IPAddress as kube-apiserver 1.33's allocator writes it
