@@ -9,18 +9,55 @@
 //! A patch that cannot be decoded, or whose directives are malformed, is a 400 BadRequest. A
 //! well-formed JSON patch that cannot be applied to this object (a missing path, a failed
 //! `test`) is a 422, as in Kubernetes. Nothing here panics on any input; the recursion depth is
-//! bounded by serde_json's nesting limit (128) on the patch.
+//! bounded by the nesting of the object and the patch (at most [`JSON_NESTING_MAX`]).
+//!
+//! ## JSON patch and merge patch as kube-apiserver applies them
+//! kube-apiserver decodes a JSON patch with evanphx/json-patch v4's `DecodePatch` and applies
+//! it with its `Apply`, and applies a merge patch with its `MergePatch`; [`json_patch`] and
+//! [`merge_patch`] give the same result document, the same success or failure, the same code
+//! and the same text (v4.13's code, ported; its tests are `patch_v4_tests.rs`):
+//! - 400 with Go's text when the body is not JSON (`invalid character ...`) or not an array of
+//!   objects (`json: cannot unmarshal number into Go value of type jsonpatch.Operation`); a
+//!   `null` body is no operations, a `null` item an operation without fields. The 413 for more
+//!   than [`JSON_PATCH_OPERATIONS_MAX`] operations comes after decoding, as in kube.
+//! - 422 `the server rejected our request due to an error in our request` with json-patch's
+//!   error as the one cause (`testing value /a failed: test failed`, `Unexpected kind: frob`,
+//!   `error in remove for path: '/x': Unable to remove nonexistent key: x: missing value`).
+//! - v4's semantics where they depart from RFC 6902: an array index is what Go's `Atoi` reads
+//!   (`01`, `+1`) and a negative one counts from the end (`/a/-1`; `add` at `-1` appends); a
+//!   missing key reads as `null`, so `replace` of a missing key adds it and `copy` from one
+//!   places `null`; an operation without `value` places `null`, and `test` without `value`
+//!   passes only on a missing key or the document's own `null`; `test` with `null` passes on a
+//!   missing key; `test` compares numbers by their text (`1.0` is not the document's `1`, as
+//!   Go writes it) and other scalars by value; `add` and `remove` cannot reach the whole
+//!   document (`""`), `replace` and `test` can; a path's first part is ignored (`x/b` is `/b`)
+//!   and `~` not followed by `0` or `1` is kept; `move` removes and then adds (into its own
+//!   child it finds no destination); an unknown `op` fails when it is reached, 422.
+//! - Where v4 panics (`replace` or `test` of `""` without `value`, `test` comparing arrays with
+//!   a `null` item, writing into a copied `null`) kube-apiserver's panic recovery answers 500
+//!   `This request caused apiserver to panic. Look in the logs for details.`; so does this, as
+//!   a `Status` ([`is_json_patch_panic`]), having written nothing.
+//! - A merge patch that is not JSON, `null` or a scalar is v4's `ErrBadJSONPatch`: 400
+//!   `Invalid JSON Patch`. A merge patch drops the `null` members of objects it places whole,
+//!   within arrays too ([`merge_patch`]). A JSON or merge patch whose result is an array fails
+//!   to decode as the kind: 422 on the field `patch`, with Go's decoding error.
+//! - Not as in kube: kube compares a `test` string by its bytes as sent against Go's encoding
+//!   of the document (so a client's `\u0061` for `a`, or an unescaped `<`, fails there), here
+//!   by value; the 400s of the strict decoding kube runs first under `fieldValidation=Warn`
+//!   (the default) or `Strict` (`error decoding patch: json: cannot unmarshal object into Go
+//!   value of type []handlers.jsonPatchOp`) are the server's to add.
 //!
 //! ## Memory bound
 //! A patch cannot make the server hold more than `original + patch + copy limit` bytes of
-//! document (sizes as compact JSON), whatever it contains:
+//! document (sizes as Go's `encoding/json` writes them), whatever it contains:
 //! - merge and strategic merge patches only ever place values taken from the patch body, so the
 //!   result is at most the original plus the patch;
 //! - a JSON patch's `add`, `replace` and `test` values come from the patch body as well; only
 //!   `copy` duplicates what is already in the document (and so can double it per operation).
 //!   As in kube-apiserver (`JSONPatchMaxCopyBytes`, json-patch's `AccumulatedCopySizeLimit`),
-//!   the bytes all `copy` operations of one patch add are summed, measured *before* the value
-//!   is cloned, and the patch is refused with 422 once the sum passes
+//!   the bytes all `copy` operations of one patch add are summed (as json-patch counts them:
+//!   the value as Go's `encoding/json` writes it), measured *before* the value is cloned, and
+//!   the patch is refused with 422 once the sum passes
 //!   [`PatchLimits::copy_bytes_max`] (default [`JSON_PATCH_COPY_BYTES_MAX`], 3 MiB). So after
 //!   every operation the document is at most `original + patch + copy_bytes_max` bytes.
 //!
@@ -53,14 +90,12 @@
 //! list). As in Kubernetes, strategic merge patch is refused (415) for custom resources;
 //! `kubectl apply` sends them a JSON merge patch instead.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use serde_json::{Map, Value};
 
 use crate::apply::typed::Ty;
 use crate::error::ApiError;
-use crate::field::json_equal;
-use crate::json_pointer::parse_pointer;
 use crate::names::type_name;
 use crate::resources::ResourceDef;
 
@@ -141,24 +176,6 @@ pub fn is_copy_limit_refusal(error: &ApiError) -> bool {
             .is_some_and(|message| {
                 message.starts_with("Unable to complete the copy, the accumulated size increase")
             })
-}
-
-/// The size of a value as compact JSON, counted without building the text.
-pub(crate) fn json_size(value: &Value) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    // Writing a `Value` to a sink that never fails cannot fail.
-    let _ = serde_json::to_writer(&mut count, value);
-    count.0
 }
 
 /// The kind of PATCH body, from its `Content-Type`.
@@ -276,13 +293,23 @@ fn patched(
             ));
         }
         PatchType::Merge => {
-            let patch = decode(def, patch, "merge patch")?;
+            // v4's `MergePatch`: a body that is not JSON, `null` or a scalar is its
+            // `ErrBadJSONPatch`, which kube answers 400.
+            let patch = match decode(def, patch) {
+                Ok(patch @ (Value::Object(_) | Value::Array(_))) => patch,
+                _ => return Err(ApiError::bad_request("Invalid JSON Patch")),
+            };
             let mut target = original.clone();
             merge_patch(&mut target, patch);
             target
         }
         PatchType::Json => {
-            let patch = decode(def, patch, "JSON patch")?;
+            // v4's `DecodePatch`: Go's error for a body that is not JSON.
+            let patch = decode(def, patch).map_err(|error| {
+                ApiError::bad_request(
+                    crate::go_json::syntax_error(patch).unwrap_or_else(|| error.to_string()),
+                )
+            })?;
             json_patch_with_limits(original, &patch, limits)?
         }
         PatchType::StrategicMerge => {
@@ -292,15 +319,32 @@ fn patched(
                     "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
                 ));
             }
-            let patch = decode(def, patch, "strategic merge patch")?;
+            let patch = decode(def, patch).map_err(|error| {
+                ApiError::bad_request(format!("error decoding strategic merge patch: {error}"))
+            })?;
             strategic_merge_patch(original, &patch, crate::apply::schema_root(def, None))?
         }
     };
     if !result.is_object() {
-        return Err(ApiError::bad_request(format!(
-            "the patched object must be a JSON object, not {}",
-            type_name(&result)
-        )));
+        // kube decodes the patched bytes into the kind: an array (a merge patch that is one, a
+        // JSON patch replacing the whole document with one) fails there, 422 on `patch`.
+        let text = result.to_string();
+        let why = crate::go_json::decode(text.as_bytes())
+            .err()
+            .unwrap_or_else(|| {
+                format!(
+                    "the patched object must be a JSON object, not {}",
+                    type_name(&result)
+                )
+            });
+        return Err(ApiError::invalid_unnamed(vec![(
+            "patch".to_owned(),
+            format!(
+                "Invalid value: {}: {why}",
+                watchkeeper_core::gotext::go_quote(&text)
+            ),
+            "FieldValueInvalid".to_owned(),
+        )]));
     }
     // A merge patch's numbers stand in the result where they stood in the patch, a JSON
     // patch's under the operation that placed them: a float in an integer field is judged by
@@ -316,54 +360,81 @@ fn patched(
 
 /// A patch's JSON. Its numbers are read as kube's storage round trip leaves them
 /// ([`crate::go_json::ReadBack`]: `2.0` is 2) for a custom resource, whose patched object kube
-/// stores and reads back so, and for a strategic merge patch, which kube decodes into a map
-/// and converts into the kind's Go type (`applyPatchToObject`: the converter sets an integer
-/// field from an integral float64). A built-in kind's merge or JSON patch keeps the literal's
+/// stores and reads back so. A built-in kind's merge or JSON patch keeps the literal's
 /// reading: kube decodes the patched bytes into the Go type, which refuses `2.0` in an integer
-/// field.
-fn decode(def: &ResourceDef, bytes: &[u8], what: &str) -> Result<Value, ApiError> {
-    let read_back = !def.is_builtin() || what == "strategic merge patch";
-    let parsed = if read_back {
-        crate::go_json::parse_read_back(bytes)
-    } else {
+/// field. A strategic merge patch is read back too: kube decodes it into a map and converts it
+/// into the kind's Go type (`applyPatchToObject`: the converter sets an integer field from an
+/// integral float64).
+fn decode(def: &ResourceDef, bytes: &[u8]) -> Result<Value, serde_json::Error> {
+    if def.is_builtin() {
         crate::go_json::parse(bytes)
-    };
-    parsed.map_err(|e| ApiError::bad_request(format!("error decoding {what}: {e}")))
+    } else {
+        crate::go_json::parse_read_back(bytes)
+    }
 }
 
-/// RFC 7386 JSON merge patch, in place. The patch's keys and values are moved into the
-/// target, not copied; a key the target has is looked up, not made again.
+/// RFC 7386 JSON merge patch, in place, as evanphx/json-patch v4's `MergePatch` merges (which
+/// kube-apiserver uses): a `null` member deletes the key; an object merges into an object;
+/// anything else replaces the value. Where a value is placed whole because the target has no
+/// object there (a new key, a `null`, a scalar or an array), v4 drops the `null` members of
+/// the objects within it, also inside arrays (`{"a": [{"b": null}]}` places `[{}]`); an
+/// array replacing an object keeps them. A patch that is not an object replaces the target
+/// (an array with those `null` members dropped).
 pub fn merge_patch(target: &mut Value, patch: Value) {
-    let Value::Object(patch) = patch else {
-        *target = patch;
-        return;
-    };
-    if !target.is_object() {
-        *target = Value::Object(Map::new());
-    }
-    if let Value::Object(map) = target {
-        for (key, value) in patch {
-            if value.is_null() {
-                map.remove(&key);
-            } else if let Some(slot) = map.get_mut(&key) {
-                merge_patch(slot, value);
-            } else {
-                merge_patch(map.entry(key).or_insert(Value::Null), value);
-            }
+    match (target, patch) {
+        (Value::Object(map), Value::Object(patch)) => merge_members(map, patch),
+        (target, mut patch) => {
+            prune_nulls(&mut patch);
+            *target = patch;
         }
     }
 }
 
+/// v4's `mergeDocs`. The patch's keys and values are moved into the target, not copied.
+fn merge_members(map: &mut Map<String, Value>, patch: Map<String, Value>) {
+    for (key, value) in patch {
+        if value.is_null() {
+            map.remove(&key);
+            continue;
+        }
+        // A new key is a nil node to v4, as a `null` is.
+        let slot = map.entry(key).or_insert(Value::Null);
+        if let Value::Object(current) = &mut *slot {
+            match value {
+                Value::Object(patch) => merge_members(current, patch),
+                other => *slot = other,
+            }
+        } else {
+            let mut value = value;
+            prune_nulls(&mut value);
+            *slot = value;
+        }
+    }
+}
+
+/// v4's `pruneNulls`: drops the `null` members of every object within `value` (an array keeps
+/// its `null` items).
+fn prune_nulls(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.retain(|_, member| !member.is_null());
+            map.values_mut().for_each(prune_nulls);
+        }
+        Value::Array(items) => items.iter_mut().for_each(prune_nulls),
+        _ => {}
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
-// RFC 6902
+// RFC 6902, as evanphx/json-patch v4 applies it
 
 /// A JSON patch operation that does not apply, as kube-apiserver answers it
 /// (`NewGenericServerResponse(422, ...)`): its generic message, and json-patch's explanation
 /// as the one cause (`UnexpectedServerResponse`).
-fn unprocessable(message: String) -> ApiError {
+fn unprocessable(message: impl Into<String>) -> ApiError {
     ApiError {
         details: Some(serde_json::json!({"causes": [
-            {"reason": "UnexpectedServerResponse", "message": message}
+            {"reason": "UnexpectedServerResponse", "message": message.into()}
         ]})),
         ..ApiError::new(
             422,
@@ -373,92 +444,531 @@ fn unprocessable(message: String) -> ApiError {
     }
 }
 
-/// An array index token: digits without a leading zero.
-fn parse_index(token: &str) -> Option<usize> {
-    if token.is_empty()
-        || !token.bytes().all(|b| b.is_ascii_digit())
-        || (token.len() > 1 && token.starts_with('0'))
-    {
-        return None;
+/// Where json-patch v4 panics (a nil pointer or a nil map met on the way), kube-apiserver's
+/// panic recovery answers 500 `This request caused apiserver to panic. Look in the logs for
+/// details.`; the same answer here (as a `Status`, with Go's panic as the cause), and nothing
+/// is written.
+fn panicked(cause: &str) -> ApiError {
+    ApiError {
+        details: Some(serde_json::json!({"causes": [{"message": cause}]})),
+        ..ApiError::new(
+            500,
+            "InternalError",
+            "This request caused apiserver to panic. Look in the logs for details.",
+        )
     }
-    token.parse().ok()
 }
 
-fn pointer_get<'a>(doc: &'a Value, tokens: &[String]) -> Option<&'a Value> {
-    tokens.iter().try_fold(doc, |value, token| match value {
-        Value::Object(map) => map.get(token),
-        Value::Array(items) => parse_index(token).and_then(|i| items.get(i)),
-        _ => None,
+/// Whether `error` is the 500 of a JSON patch on which json-patch v4 panics (see
+/// [`json_patch`]): a faithful answer, not a fault of this server.
+#[must_use]
+pub fn is_json_patch_panic(error: &ApiError) -> bool {
+    error.code == 500
+        && error.message == "This request caused apiserver to panic. Look in the logs for details."
+}
+
+const NIL_POINTER: &str = "runtime error: invalid memory address or nil pointer dereference";
+const NIL_MAP: &str = "assignment to entry in nil map";
+
+/// Why an operation stopped: json-patch's error text, or a Go panic.
+enum Stop {
+    Error(String),
+    Panic(&'static str),
+}
+
+impl Stop {
+    /// json-patch's `fmt.Errorf("<context>: %w", err)`.
+    fn wrap(self, context: impl std::fmt::Display) -> Stop {
+        match self {
+            Stop::Error(message) => Stop::Error(format!("{context}: {message}")),
+            panic @ Stop::Panic(_) => panic,
+        }
+    }
+
+    fn into_error(self) -> ApiError {
+        match self {
+            Stop::Error(message) => unprocessable(message),
+            Stop::Panic(cause) => panicked(cause),
+        }
+    }
+}
+
+/// A JSON value as json-patch v4 holds it while it applies a patch (its `*lazyNode`). A
+/// [`Slot`] of `None` is Go's nil pointer: a `null` the document holds, or an operation without
+/// `value`; v4 tells it apart from an operation's `"value": null` ([`Node::RawNil`]).
+#[derive(Clone, Debug)]
+enum Node {
+    /// A node whose raw text is nil: what an operation's `"value": null` places.
+    RawNil,
+    /// A boolean, number or string. `sent` when the patch wrote it: `test` compares numbers by
+    /// their text ([`number_text`]), strings and booleans by value.
+    Scalar {
+        value: Value,
+        sent: bool,
+    },
+    /// An object; `None` is Go's nil map: a copied `null`, which v4 then reads as an empty
+    /// object (and panics writing into).
+    Doc(Option<BTreeMap<String, Slot>>),
+    Ary(Vec<Slot>),
+}
+
+type Slot = Option<Node>;
+
+impl Node {
+    /// `value` as a node: `null` is Go's nil pointer.
+    fn from_value(value: &Value, sent: bool) -> Slot {
+        Some(match value {
+            Value::Null => return None,
+            Value::Object(map) => Node::Doc(Some(
+                map.iter()
+                    .map(|(key, value)| (key.clone(), Node::from_value(value, sent)))
+                    .collect(),
+            )),
+            Value::Array(items) => Node::Ary(
+                items
+                    .iter()
+                    .map(|item| Node::from_value(item, sent))
+                    .collect(),
+            ),
+            scalar => Node::Scalar {
+                value: scalar.clone(),
+                sent,
+            },
+        })
+    }
+
+    fn into_value(slot: Slot) -> Value {
+        match slot {
+            None | Some(Node::RawNil | Node::Doc(None)) => Value::Null,
+            Some(Node::Scalar { value, .. }) => value,
+            Some(Node::Doc(Some(map))) => Value::Object(
+                map.into_iter()
+                    .map(|(key, slot)| (key, Node::into_value(slot)))
+                    .collect(),
+            ),
+            Some(Node::Ary(items)) => {
+                Value::Array(items.into_iter().map(Node::into_value).collect())
+            }
+        }
+    }
+
+    /// What v4's `deepCopy` makes of `slot` (it marshals and reads back): a nil pointer stays
+    /// nil; a `null` node becomes a node holding the text `null` (a nil map); a `null` within
+    /// becomes a nil pointer.
+    fn deep_copy(slot: Option<&Node>) -> Slot {
+        fn within(slot: &Slot) -> Slot {
+            match slot {
+                None | Some(Node::RawNil | Node::Doc(None)) => None,
+                Some(node) => Node::deep_copy(Some(node)),
+            }
+        }
+        Some(match slot? {
+            Node::RawNil | Node::Doc(None) => Node::Doc(None),
+            scalar @ Node::Scalar { .. } => scalar.clone(),
+            Node::Doc(Some(map)) => Node::Doc(Some(
+                map.iter()
+                    .map(|(key, slot)| (key.clone(), within(slot)))
+                    .collect(),
+            )),
+            Node::Ary(items) => Node::Ary(items.iter().map(within).collect()),
+        })
+    }
+
+    /// How many objects and arrays `slot` nests at its deepest, counted without recursion.
+    fn nesting(slot: Option<&Node>) -> usize {
+        let mut deepest = 0;
+        let mut pending: Vec<(&Node, usize)> = slot.into_iter().map(|node| (node, 0)).collect();
+        while let Some((node, above)) = pending.pop() {
+            let children: Box<dyn Iterator<Item = &Slot>> = match node {
+                Node::Doc(Some(map)) => Box::new(map.values()),
+                Node::Ary(items) => Box::new(items.iter()),
+                _ => continue,
+            };
+            deepest = deepest.max(above + 1);
+            pending.extend(children.flatten().map(|child| (child, above + 1)));
+        }
+        deepest
+    }
+
+    /// The bytes v4's `deepCopy` counts for `slot`: its length as Go's `json.Marshal` writes
+    /// it (strings HTML-escaped), counted without writing it; a nil pointer counts 0.
+    fn copy_size(slot: Option<&Node>) -> usize {
+        fn size(slot: Option<&Node>) -> usize {
+            match slot {
+                None | Some(Node::RawNil | Node::Doc(None)) => 4,
+                Some(Node::Scalar { value, sent }) => match value {
+                    Value::String(text) => go_string_size(text),
+                    Value::Number(number) => number_text(number, *sent).len(),
+                    other => other.to_string().len(),
+                },
+                Some(Node::Doc(Some(map))) => {
+                    2 + map.len().saturating_sub(1)
+                        + map
+                            .iter()
+                            .map(|(key, slot)| go_string_size(key) + 1 + size(slot.as_ref()))
+                            .sum::<usize>()
+                }
+                Some(Node::Ary(items)) => {
+                    2 + items.len().saturating_sub(1)
+                        + items.iter().map(|slot| size(slot.as_ref())).sum::<usize>()
+                }
+            }
+        }
+        slot.map_or(0, |node| size(Some(node)))
+    }
+}
+
+/// The length of `text` as Go's `encoding/json` writes a string: quoted, `<`, `>`, `&`,
+/// U+2028 and U+2029 as `\uXXXX`, control characters escaped.
+fn go_string_size(text: &str) -> usize {
+    2 + text
+        .chars()
+        .map(|c| match c {
+            '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
+            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => 6,
+            c if u32::from(c) < 0x20 => 6,
+            c => c.len_utf8(),
+        })
+        .sum::<usize>()
+}
+
+/// A number's text as json-patch v4 compares it: one the patch sent as serde_json reads it
+/// back (`1.0` stays `1.0`), the document's as Go encodes it (`1`).
+fn number_text(number: &serde_json::Number, sent: bool) -> String {
+    if sent {
+        number.to_string()
+    } else {
+        watchkeeper_core::gonum::json_number(number)
+    }
+}
+
+/// json-patch v4's `lazyNode.equal`: `node` (the document's) against `other` (the
+/// operation's). Numbers compare by their text ([`number_text`]), other scalars by value; a `null`
+/// in either of two arrays compared item by item panics in v4.
+fn nodes_equal(node: &Node, other: &Node) -> Result<bool, Stop> {
+    Ok(match (node, other) {
+        (Node::RawNil, Node::RawNil) => true,
+        (
+            Node::Scalar { value, sent },
+            Node::Scalar {
+                value: other_value,
+                sent: other_sent,
+            },
+        ) => match (value, other_value) {
+            (Value::Number(number), Value::Number(other_number)) => {
+                number_text(number, *sent) == number_text(other_number, *other_sent)
+            }
+            _ => value == other_value,
+        },
+        (Node::RawNil | Node::Scalar { .. }, _) => false,
+        (Node::Doc(map), Node::Doc(other_map)) => {
+            let empty = BTreeMap::new();
+            let map = map.as_ref().unwrap_or(&empty);
+            let other_map = other_map.as_ref().unwrap_or(&empty);
+            if map.len() != other_map.len() {
+                return Ok(false);
+            }
+            for (key, slot) in map {
+                let Some(other_slot) = other_map.get(key) else {
+                    return Ok(false);
+                };
+                match (slot, other_slot) {
+                    (None, None) => {}
+                    (Some(node), Some(other)) => {
+                        if !nodes_equal(node, other)? {
+                            return Ok(false);
+                        }
+                    }
+                    _ => return Ok(false),
+                }
+            }
+            true
+        }
+        (Node::Doc(_), _) => false,
+        (Node::Ary(items), Node::Ary(other_items)) => {
+            if items.len() != other_items.len() {
+                return Ok(false);
+            }
+            for (slot, other_slot) in items.iter().zip(other_items) {
+                let (Some(node), Some(other)) = (slot, other_slot) else {
+                    return Err(Stop::Panic(NIL_POINTER));
+                };
+                if !nodes_equal(node, other)? {
+                    return Ok(false);
+                }
+            }
+            true
+        }
+        (Node::Ary(_), _) => false,
     })
 }
 
-fn pointer_get_mut<'a>(doc: &'a mut Value, tokens: &[String]) -> Option<&'a mut Value> {
-    let mut value = doc;
-    for token in tokens {
-        value = match value {
-            Value::Object(map) => map.get_mut(token)?,
-            Value::Array(items) => items.get_mut(parse_index(token)?)?,
-            _ => return None,
-        };
+/// Go's `strconv.Atoi` (64-bit `int`), with its error text.
+fn atoi(key: &str) -> Result<i64, String> {
+    let digits = key.strip_prefix(['+', '-']).unwrap_or(key);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "strconv.Atoi: parsing {}: invalid syntax",
+            watchkeeper_core::gotext::go_quote(key)
+        ));
     }
-    Some(value)
+    key.trim_start_matches('+').parse::<i64>().map_err(|_| {
+        format!(
+            "strconv.Atoi: parsing {}: value out of range",
+            watchkeeper_core::gotext::go_quote(key)
+        )
+    })
 }
 
-fn pointer_add(doc: &mut Value, path: &str, tokens: &[String], value: Value) -> Result<(), String> {
-    let Some((last, parent)) = tokens.split_last() else {
-        *doc = value;
-        return Ok(());
+fn invalid_index(index: i64) -> Stop {
+    Stop::Error(format!(
+        "Unable to access invalid index: {index}: invalid index referenced"
+    ))
+}
+
+/// The item an index token names in an array of `len` items (v4's `partialArray.get`: Go's
+/// `Atoi`, so `+1` and `01` too, and a negative index counts from the end).
+fn item_index(len: usize, key: &str) -> Result<usize, Stop> {
+    let index = atoi(key).map_err(Stop::Error)?;
+    let len = i64::try_from(len).unwrap_or(i64::MAX);
+    let at = if index < 0 {
+        if index < -len {
+            return Err(invalid_index(index));
+        }
+        index + len
+    } else {
+        index
     };
-    let parent = pointer_get_mut(doc, parent)
-        .ok_or_else(|| format!("the parent of path {path:?} does not exist"))?;
-    match parent {
-        Value::Object(map) => {
-            map.insert(last.clone(), value);
+    if at >= len {
+        return Err(invalid_index(index));
+    }
+    usize::try_from(at).map_err(|_| invalid_index(index))
+}
+
+/// v4's `container.get`: a missing key of an object is a nil node, not an error.
+fn container_get<'a>(container: &'a Node, key: &str) -> Result<Option<&'a Node>, Stop> {
+    match container {
+        Node::Ary(items) => Ok(items[item_index(items.len(), key)?].as_ref()),
+        Node::Doc(map) => Ok(map.as_ref().and_then(|map| map.get(key)?.as_ref())),
+        _ => Ok(None),
+    }
+}
+
+fn container_get_mut<'a>(container: &'a mut Node, key: &str) -> Option<&'a mut Node> {
+    match container {
+        Node::Ary(items) => {
+            let at = item_index(items.len(), key).ok()?;
+            items[at].as_mut()
+        }
+        Node::Doc(map) => map.as_mut()?.get_mut(key)?.as_mut(),
+        _ => None,
+    }
+}
+
+/// v4's `container.set` (`replace`, after `get` found the key or index) and, `add`, its
+/// `container.add`: an object's key is set either way; `add` inserts into an array (`-` or
+/// an index up to its length, negative from the end), `set` overwrites.
+fn container_put(container: &mut Node, key: &str, value: Slot, insert: bool) -> Result<(), Stop> {
+    match container {
+        Node::Doc(Some(map)) => {
+            map.insert(key.to_owned(), value);
             Ok(())
         }
-        Value::Array(items) => {
-            if last == "-" {
+        Node::Doc(None) => Err(Stop::Panic(NIL_MAP)),
+        Node::Ary(items) if !insert => {
+            let at = item_index(items.len(), key)?;
+            items[at] = value;
+            Ok(())
+        }
+        Node::Ary(items) => {
+            if key == "-" {
                 items.push(value);
                 return Ok(());
             }
-            match parse_index(last) {
-                Some(index) if index <= items.len() => {
-                    items.insert(index, value);
-                    Ok(())
-                }
-                _ => Err(format!(
-                    "path {path:?}: index {last:?} is out of range for an array of {} items",
-                    items.len()
-                )),
+            let index = atoi(key).map_err(|error| {
+                Stop::Error(format!(
+                    "value was not a proper array index: '{key}': {error}"
+                ))
+            })?;
+            let size = i64::try_from(items.len()).unwrap_or(i64::MAX) + 1;
+            if index >= size || index < -size {
+                return Err(invalid_index(index));
+            }
+            let at = if index < 0 { index + size } else { index };
+            items.insert(
+                usize::try_from(at).map_err(|_| invalid_index(index))?,
+                value,
+            );
+            Ok(())
+        }
+        _ => Err(Stop::Panic(NIL_POINTER)),
+    }
+}
+
+/// v4's `container.remove`.
+fn container_remove(container: &mut Node, key: &str) -> Result<Slot, Stop> {
+    match container {
+        Node::Ary(items) => {
+            let at = item_index(items.len(), key)?;
+            Ok(items.remove(at))
+        }
+        Node::Doc(map) => map.as_mut().and_then(|map| map.remove(key)).ok_or_else(|| {
+            Stop::Error(format!(
+                "Unable to remove nonexistent key: {key}: missing value"
+            ))
+        }),
+        _ => Err(Stop::Panic(NIL_POINTER)),
+    }
+}
+
+/// RFC 6901's unescaping as v4 does it (`~1` then `~0`, in one pass); any other `~` is kept.
+fn decode_key(token: &str) -> String {
+    let mut out = String::with_capacity(token.len());
+    let mut rest = token;
+    while let Some(at) = rest.find('~') {
+        out.push_str(&rest[..at]);
+        match rest.as_bytes().get(at + 1) {
+            Some(b'1') => {
+                out.push('/');
+                rest = &rest[at + 2..];
+            }
+            Some(b'0') => {
+                out.push('~');
+                rest = &rest[at + 2..];
+            }
+            _ => {
+                out.push('~');
+                rest = &rest[at + 1..];
             }
         }
-        other => Err(format!(
-            "path {path:?}: cannot add a member to {}",
-            type_name(other)
+    }
+    out.push_str(rest);
+    out
+}
+
+/// v4's `findObject`: the container the last token of `path` is a key of, and that key. The
+/// path is split at every `/` and its first part ignored (`a/b` is `/b`); `""` and a path
+/// without `/` find nothing; every step must be an object or array (a missing key, a `null`,
+/// a scalar or a bad index finds nothing).
+fn split_path(path: &str) -> Option<(Vec<String>, String)> {
+    let mut parts: Vec<&str> = path.split('/').collect();
+    if parts.len() < 2 {
+        return None;
+    }
+    let key = decode_key(parts.pop()?);
+    Some((
+        parts[1..].iter().map(|part| decode_key(part)).collect(),
+        key,
+    ))
+}
+
+fn find_object<'a>(doc: &'a Node, path: &str) -> Option<(&'a Node, String)> {
+    let (steps, key) = split_path(path)?;
+    let mut container = doc;
+    for step in &steps {
+        container = match container_get(container, step) {
+            Ok(Some(next @ (Node::Doc(_) | Node::Ary(_)))) => next,
+            _ => return None,
+        };
+    }
+    Some((container, key))
+}
+
+fn find_object_mut<'a>(doc: &'a mut Node, path: &str) -> Option<(&'a mut Node, String)> {
+    let (steps, key) = split_path(path)?;
+    let mut container = doc;
+    for step in &steps {
+        container = match container_get_mut(container, step) {
+            Some(next @ (Node::Doc(_) | Node::Ary(_))) => next,
+            _ => return None,
+        };
+    }
+    Some((container, key))
+}
+
+/// An operation as v4 decodes it: an object, or `None` for a `null` item (Go's nil map, in
+/// which every field is missing).
+type Operation<'a> = Option<&'a Map<String, Value>>;
+
+fn field<'a>(operation: Operation<'a>, name: &str) -> Option<&'a Value> {
+    operation?.get(name)
+}
+
+/// v4's `Operation.Kind`: `unknown` unless `op` is a string.
+fn kind(operation: Operation<'_>) -> &str {
+    match field(operation, "op") {
+        Some(Value::String(op)) => op,
+        _ => "unknown",
+    }
+}
+
+/// v4's `Operation.Path` and `Operation.From`: the string, or the error v4 returns.
+fn text_field<'a>(operation: Operation<'a>, name: &str, missing: &str) -> Result<&'a str, String> {
+    match field(operation, name) {
+        Some(Value::String(text)) => Ok(text),
+        None | Some(Value::Null) => Err(missing.to_owned()),
+        Some(other) => Err(format!(
+            "json: cannot unmarshal {} into Go value of type string",
+            crate::go_json::go_kind(other)
         )),
     }
 }
 
-fn pointer_remove(doc: &mut Value, path: &str, tokens: &[String]) -> Result<Value, String> {
-    let Some((last, parent)) = tokens.split_last() else {
-        return Err("cannot remove the whole document".to_owned());
-    };
-    let missing = || format!("path {path:?} does not exist");
-    match pointer_get_mut(doc, parent).ok_or_else(missing)? {
-        Value::Object(map) => map.remove(last).ok_or_else(missing),
-        Value::Array(items) => match parse_index(last) {
-            Some(index) if index < items.len() => Ok(items.remove(index)),
-            _ => Err(missing()),
-        },
-        _ => Err(missing()),
+fn path_of(operation: Operation<'_>) -> Result<&str, String> {
+    text_field(
+        operation,
+        "path",
+        "operation missing path field: missing value",
+    )
+}
+
+fn from_of(operation: Operation<'_>) -> Result<&str, String> {
+    text_field(
+        operation,
+        "from",
+        "operation, missing from field: missing value",
+    )
+}
+
+/// v4's `Operation.value`: a nil pointer without `value`, [`Node::RawNil`] for `null`.
+fn value_of(operation: Operation<'_>) -> Slot {
+    match field(operation, "value")? {
+        Value::Null => Some(Node::RawNil),
+        value => Node::from_value(value, true),
     }
 }
 
-/// Applies an RFC 6902 JSON patch to a copy of `original`.
+/// v4's `DecodePatch` of an already parsed body: an array of objects (a `null` item is an
+/// operation without fields; `null` itself no operations), else Go's 400.
+fn decode_operations(patch: &Value) -> Result<Vec<Operation<'_>>, ApiError> {
+    let cannot = |value: &Value, go_type: &str| {
+        ApiError::bad_request(format!(
+            "json: cannot unmarshal {} into Go value of type {go_type}",
+            crate::go_json::go_kind(value)
+        ))
+    };
+    match patch {
+        Value::Null => Ok(Vec::new()),
+        Value::Array(items) => items
+            .iter()
+            .map(|item| match item {
+                Value::Object(operation) => Ok(Some(operation)),
+                Value::Null => Ok(None),
+                other => Err(cannot(other, "jsonpatch.Operation")),
+            })
+            .collect(),
+        other => Err(cannot(other, "jsonpatch.Patch")),
+    }
+}
+
+/// Applies an RFC 6902 JSON patch to a copy of `original`, as kube-apiserver does with
+/// evanphx/json-patch v4 (`DecodePatch`, then `Apply`; see the module docs for where v4
+/// differs from RFC 6902).
 ///
 /// # Errors
-/// 400 when the patch is not an array of well-formed operations, 413 for too many operations,
-/// 422 when an operation does not apply (missing path, failed `test`).
+/// 400 with Go's text when the patch is not an array of objects, 413 for too many operations,
+/// 422 with json-patch's text as the cause when an operation does not apply (missing path,
+/// failed `test`, unknown `op`), 500 where json-patch panics.
 pub fn json_patch(original: &Value, patch: &Value) -> Result<Value, ApiError> {
     json_patch_with_limits(original, patch, PatchLimits::default())
 }
@@ -466,136 +976,217 @@ pub fn json_patch(original: &Value, patch: &Value) -> Result<Value, ApiError> {
 /// [`json_patch`] with explicit [`PatchLimits`].
 ///
 /// # Errors
-/// As [`json_patch`], and 422 when the copies pass [`PatchLimits::copy_bytes_max`].
+/// As [`json_patch`], and 422 when the copies pass [`PatchLimits::copy_bytes_max`] or an
+/// operation would nest the object deeper than [`JSON_NESTING_MAX`].
 pub fn json_patch_with_limits(
     original: &Value,
     patch: &Value,
     limits: PatchLimits,
 ) -> Result<Value, ApiError> {
-    let Value::Array(operations) = patch else {
-        return Err(ApiError::bad_request(format!(
-            "a JSON patch must be an array of operations, not {}",
-            type_name(patch)
-        )));
-    };
+    let operations = decode_operations(patch)?;
     if operations.len() > JSON_PATCH_OPERATIONS_MAX {
         return Err(ApiError::request_entity_too_large(format!(
             "The allowed maximum operations in a JSON patch is {JSON_PATCH_OPERATIONS_MAX}, got {}",
             operations.len()
         )));
     }
-    let mut doc = original.clone();
-    let mut copied = 0usize;
-    for (index, operation) in operations.iter().enumerate() {
-        let bad = |message: String| {
-            ApiError::bad_request(format!("JSON patch operation {index}: {message}"))
-        };
-        let Value::Object(operation) = operation else {
-            return Err(bad(format!(
-                "must be an object, not {}",
-                type_name(operation)
+    let mut doc = match original {
+        Value::Object(_) | Value::Array(_) => {
+            Node::from_value(original, false).unwrap_or(Node::Doc(None))
+        }
+        Value::Null => Node::Doc(None),
+        scalar => {
+            return Err(unprocessable(format!(
+                "json: cannot unmarshal {} into Go value of type jsonpatch.partialDoc",
+                crate::go_json::go_kind(scalar)
             )));
-        };
-        let string = |key: &str| -> Result<&str, ApiError> {
-            match operation.get(key) {
-                Some(Value::String(s)) => Ok(s.as_str()),
-                Some(other) => Err(bad(format!(
-                    "{key:?} must be a string, not {}",
-                    type_name(other)
-                ))),
-                None => Err(bad(format!("missing {key:?}"))),
-            }
-        };
-        let op = string("op")?;
-        let path = string("path")?;
-        let tokens = parse_pointer(path).map_err(bad)?;
-        let value = || {
-            operation
-                .get("value")
-                .cloned()
-                .ok_or_else(|| bad(format!("{op:?} operation is missing \"value\"")))
-        };
-        let failed = |message: String| {
-            unprocessable(format!(
-                "JSON patch operation {index} ({op}) failed: {message}"
-            ))
-        };
-        // The object nests no deeper than a JSON body may (see the module docs): the value
-        // placed under `path` is measured before it is cloned or placed.
-        let within_nesting = |placed: &Value| {
-            let levels = tokens.len().saturating_add(nesting(placed));
-            if levels > JSON_NESTING_MAX {
-                return Err(failed(format!(
-                    "the object would nest {levels} levels deep at {path:?}, more than the {JSON_NESTING_MAX} a JSON body may"
-                )));
-            }
-            Ok(())
-        };
-        match op {
-            "add" => {
-                let value = value()?;
-                within_nesting(&value)?;
-                pointer_add(&mut doc, path, &tokens, value).map_err(failed)?;
-            }
-            "remove" => {
-                pointer_remove(&mut doc, path, &tokens).map_err(failed)?;
-            }
-            "replace" => {
-                let value = value()?;
-                within_nesting(&value)?;
-                let target = pointer_get_mut(&mut doc, &tokens)
-                    .ok_or_else(|| failed(format!("path {path:?} does not exist")))?;
-                *target = value;
-            }
-            "move" | "copy" => {
-                let from = string("from")?;
-                let from_tokens = parse_pointer(from).map_err(bad)?;
-                let moved = if op == "move" {
-                    if tokens.len() > from_tokens.len() && tokens.starts_with(&from_tokens) {
-                        return Err(failed(format!(
-                            "cannot move {from:?} into its own child {path:?}"
-                        )));
+        }
+    };
+    let mut copied = 0usize;
+    for (index, operation) in operations.into_iter().enumerate() {
+        apply_operation(&mut doc, operation, index, &mut copied, limits)?;
+    }
+    Ok(Node::into_value(Some(doc)))
+}
+
+/// One operation, as v4's `Patch.add`, `remove`, `replace`, `move`, `test` and `copy` apply it
+/// (their checks in their order, their error texts), within this crate's bounds.
+fn apply_operation(
+    doc: &mut Node,
+    operation: Operation<'_>,
+    index: usize,
+    copied: &mut usize,
+    limits: PatchLimits,
+) -> Result<(), ApiError> {
+    let op = kind(operation);
+    let fail = |message: String| unprocessable(message);
+    // The object nests no deeper than a JSON body may (see the module docs): the value placed
+    // under `path` is measured before it is cloned or placed.
+    let within_nesting = |path: &str, placed: Option<&Node>| {
+        let levels = path
+            .matches('/')
+            .count()
+            .saturating_add(Node::nesting(placed));
+        if levels > JSON_NESTING_MAX {
+            return Err(fail(format!(
+                "JSON patch operation {index} ({op}) failed: the object would nest {levels} levels deep at {path:?}, more than the {JSON_NESTING_MAX} a JSON body may"
+            )));
+        }
+        Ok(())
+    };
+    match op {
+        "add" => {
+            let path = path_of(operation)
+                .map_err(|_| fail("add operation failed to decode path: missing value".into()))?;
+            let (container, key) = find_object_mut(doc, path).ok_or_else(|| {
+                fail(format!(
+                    "add operation does not apply: doc is missing path: \"{path}\": missing value"
+                ))
+            })?;
+            let value = value_of(operation);
+            within_nesting(path, value.as_ref())?;
+            container_put(container, &key, value, true)
+                .map_err(|stop| stop.wrap(format_args!("error in add for path: '{path}'")))
+                .map_err(Stop::into_error)
+        }
+        "remove" => {
+            let path = path_of(operation).map_err(|_| {
+                fail("remove operation failed to decode path: missing value".into())
+            })?;
+            let (container, key) = find_object_mut(doc, path).ok_or_else(|| {
+                fail(format!(
+                    "remove operation does not apply: doc is missing path: \"{path}\": missing value"
+                ))
+            })?;
+            container_remove(container, &key)
+                .map(drop)
+                .map_err(|stop| stop.wrap(format_args!("error in remove for path: '{path}'")))
+                .map_err(Stop::into_error)
+        }
+        "replace" => {
+            let path = path_of(operation).map_err(|error| {
+                fail(format!("replace operation failed to decode path: {error}"))
+            })?;
+            let value = value_of(operation);
+            if path.is_empty() {
+                return match value {
+                    None => Err(panicked(NIL_POINTER)),
+                    Some(whole @ (Node::Doc(_) | Node::Ary(_))) => {
+                        within_nesting(path, Some(&whole))?;
+                        *doc = whole;
+                        Ok(())
                     }
-                    if tokens == from_tokens {
-                        continue;
-                    }
-                    if let Some(source) = pointer_get(&doc, &from_tokens) {
-                        within_nesting(source)?;
-                    }
-                    pointer_remove(&mut doc, from, &from_tokens).map_err(failed)?
-                } else {
-                    let source = pointer_get(&doc, &from_tokens)
-                        .ok_or_else(|| failed(format!("path {from:?} does not exist")))?;
-                    within_nesting(source)?;
-                    // Counted before the clone: a refused copy allocates nothing.
-                    copied = copied.saturating_add(json_size(source));
-                    if copied > limits.copy_bytes_max {
-                        return Err(copy_limit_exceeded(copied, limits.copy_bytes_max));
-                    }
-                    source.clone()
+                    Some(_) => Err(fail(
+                        "replace operation value must be object or array: %!w(<nil>)".into(),
+                    )),
                 };
-                pointer_add(&mut doc, path, &tokens, moved).map_err(failed)?;
             }
-            "test" => {
-                let expected = value()?;
-                match pointer_get(&doc, &tokens) {
-                    Some(actual) if json_equal(actual, &expected) => {}
-                    Some(actual) => {
-                        return Err(failed(format!(
-                            "the value at {path:?} is {actual}, not {expected}"
-                        )));
-                    }
-                    None => return Err(failed(format!("path {path:?} does not exist"))),
-                }
+            let missing = |what: &str| {
+                fail(format!(
+                    "replace operation does not apply: doc is missing {what}: {path}: missing value"
+                ))
+            };
+            let (container, key) = find_object_mut(doc, path).ok_or_else(|| missing("path"))?;
+            if container_get(container, &key).is_err() {
+                return Err(missing("key"));
             }
-            other => {
-                return Err(bad(format!(
-                    "unknown op {other:?}; expected add, remove, replace, move, copy or test"
+            within_nesting(path, value.as_ref())?;
+            container_put(container, &key, value, false)
+                .map_err(|stop| stop.wrap(format_args!("error in remove for path: '{path}'")))
+                .map_err(Stop::into_error)
+        }
+        "move" => {
+            let from = from_of(operation)
+                .map_err(|error| fail(format!("move operation failed to decode from: {error}")))?;
+            let (container, key) = find_object_mut(doc, from).ok_or_else(|| {
+                fail(format!(
+                    "move operation does not apply: doc is missing from path: {from}: missing value"
+                ))
+            })?;
+            let moved = container_remove(container, &key)
+                .map_err(|stop| stop.wrap(format_args!("error in move for path: '{key}'")))
+                .map_err(Stop::into_error)?;
+            let path = path_of(operation)
+                .map_err(|error| fail(format!("move operation failed to decode path: {error}")))?;
+            let (container, key) = find_object_mut(doc, path).ok_or_else(|| {
+                fail(format!(
+                    "move operation does not apply: doc is missing destination path: {path}: missing value"
+                ))
+            })?;
+            within_nesting(path, moved.as_ref())?;
+            container_put(container, &key, moved, true)
+                .map_err(|stop| stop.wrap(format_args!("error in move for path: '{path}'")))
+                .map_err(Stop::into_error)
+        }
+        "copy" => {
+            let from = from_of(operation)
+                .map_err(|error| fail(format!("copy operation failed to decode from: {error}")))?;
+            let (container, key) = find_object(doc, from).ok_or_else(|| {
+                fail(format!(
+                    "copy operation does not apply: doc is missing from path: {from}: missing value"
+                ))
+            })?;
+            let source = container_get(container, &key)
+                .map_err(|stop| stop.wrap(format_args!("error in copy for from: '{from}'")))
+                .map_err(Stop::into_error)?;
+            let path = path_of(operation)
+                .map_err(|_| fail("copy operation failed to decode path: missing value".into()))?;
+            if find_object(doc, path).is_none() {
+                return Err(fail(format!(
+                    "copy operation does not apply: doc is missing destination path: {path}: missing value"
                 )));
+            }
+            // Counted before the clone: a refused copy allocates nothing.
+            *copied = copied.saturating_add(Node::copy_size(source));
+            if *copied > limits.copy_bytes_max {
+                return Err(copy_limit_exceeded(*copied, limits.copy_bytes_max));
+            }
+            within_nesting(path, source)?;
+            let copy = Node::deep_copy(source);
+            let (container, key) = find_object_mut(doc, path).ok_or_else(|| {
+                fail(format!(
+                    "copy operation does not apply: doc is missing destination path: {path}: missing value"
+                ))
+            })?;
+            container_put(container, &key, copy, true)
+                .map_err(|stop| stop.wrap("error while adding value during copy"))
+                .map_err(Stop::into_error)
+        }
+        "test" => {
+            let path = path_of(operation)
+                .map_err(|error| fail(format!("test operation failed to decode path: {error}")))?;
+            let failed = || fail(format!("testing value {path} failed: test failed"));
+            let expected = value_of(operation);
+            if path.is_empty() {
+                let Some(expected) = expected else {
+                    return Err(panicked(NIL_POINTER));
+                };
+                return match nodes_equal(doc, &expected) {
+                    Ok(true) => Ok(()),
+                    Ok(false) => Err(failed()),
+                    Err(stop) => Err(stop.into_error()),
+                };
+            }
+            let (container, key) = find_object(doc, path).ok_or_else(|| {
+                fail(format!(
+                    "test operation does not apply: is missing path: {path}: missing value"
+                ))
+            })?;
+            let actual = container_get(container, &key)
+                .map_err(|stop| stop.wrap(format_args!("error in test for path: '{path}'")))
+                .map_err(Stop::into_error)?;
+            match (actual, expected) {
+                (None, None | Some(Node::RawNil)) => Ok(()),
+                (None, Some(_)) | (Some(_), None) => Err(failed()),
+                (Some(actual), Some(expected)) => match nodes_equal(actual, &expected) {
+                    Ok(true) => Ok(()),
+                    Ok(false) => Err(failed()),
+                    Err(stop) => Err(stop.into_error()),
+                },
             }
         }
+        other => Err(fail(format!("Unexpected kind: {other}"))),
     }
-    Ok(doc)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1229,14 +1820,23 @@ mod tests {
         let mut target = json!({"a": "b"});
         merge_patch(&mut target, json!({"a": {"c": null, "d": 1}}));
         assert_eq!(target, json!({"a": {"d": 1}}));
+        // v4's `ErrBadJSONPatch`: not JSON, `null` or a scalar.
+        for body in [&b"{not json"[..], b"null", b"5", b"\"x\"", b"true"] {
+            let err = apply_patch(&def("pods"), PatchType::Merge, &pod(), body).unwrap_err();
+            assert_eq!(
+                (err.code, err.message.as_str()),
+                (400, "Invalid JSON Patch")
+            );
+        }
+        // An array is the result, which kube then fails to decode as the kind: 422 on `patch`.
         let err = apply("pods", PatchType::Merge, &pod(), &json!([1])).unwrap_err();
-        assert_eq!(err.code, 400);
-        let err = apply_patch(&def("pods"), PatchType::Merge, &pod(), b"{not json").unwrap_err();
-        assert_eq!(err.code, 400);
-        assert!(
-            err.message.starts_with("error decoding merge patch"),
-            "{}",
-            err.message
+        assert_eq!(err.code, 422);
+        assert_eq!(
+            err.message,
+            format!(
+                " \"\" is invalid: patch: Invalid value: \"[1]\": couldn't get version/kind; json parse error: json: cannot unmarshal array into Go value of type {}",
+                r#"struct { APIVersion string "json:\"apiVersion,omitempty\""; Kind string "json:\"kind,omitempty\"" }"#
+            )
         );
     }
 
@@ -1252,7 +1852,7 @@ mod tests {
             {"op": "add", "path": "/list/1", "value": 5},
             {"op": "copy", "from": "/list", "path": "/copy"},
             {"op": "move", "from": "/copy", "path": "/moved"},
-            {"op": "test", "path": "/moved/0", "value": 10.0}
+            {"op": "test", "path": "/moved/0", "value": 10}
         ]);
         let out = apply("configmaps", PatchType::Json, &original, &patch).unwrap();
         assert_eq!(
@@ -1264,86 +1864,110 @@ mod tests {
     #[test]
     fn json_patch_errors() {
         let original = json!({"a": {"b": 1}, "l": [1]});
+        // 400: v4's `DecodePatch` (Go's decoding errors).
         let cases = [
-            (json!({"op": "add"}), 400, "must be an array"),
             (
-                json!([{"op": "add", "path": "/x"}]),
-                400,
-                "missing \"value\"",
-            ),
-            (json!([{"op": "frob", "path": "/x"}]), 400, "unknown op"),
-            (json!([{"path": "/x"}]), 400, "missing \"op\""),
-            (
-                json!([{"op": "add", "path": "x", "value": 1}]),
-                400,
-                "must be empty or start with '/'",
+                &br#"{"op": "add"}"#[..],
+                "json: cannot unmarshal object into Go value of type jsonpatch.Patch",
             ),
             (
-                json!([{"op": "add", "path": "/a~2", "value": 1}]),
-                400,
-                "invalid escape",
-            ),
-            (json!([5]), 400, "must be an object"),
-            (
-                json!([{"op": "remove", "path": "/nope"}]),
-                422,
-                "does not exist",
+                b"[5]",
+                "json: cannot unmarshal number into Go value of type jsonpatch.Operation",
             ),
             (
-                json!([{"op": "replace", "path": "/a/c", "value": 1}]),
-                422,
-                "does not exist",
+                b"[{}, []]",
+                "json: cannot unmarshal array into Go value of type jsonpatch.Operation",
             ),
+            (b"[{", "unexpected end of JSON input"),
+            (
+                b"[}",
+                "invalid character '}' looking for beginning of value",
+            ),
+        ];
+        for (body, message) in cases {
+            let err =
+                apply_patch(&def("configmaps"), PatchType::Json, &original, body).unwrap_err();
+            assert_eq!((err.code, err.message.as_str()), (400, message), "{body:?}");
+        }
+        // 422: v4's `Apply`, its error as the one cause under kube's generic message.
+        let cases = [
             (
                 json!([{"op": "add", "path": "/x/y", "value": 1}]),
-                422,
-                "parent",
+                r#"add operation does not apply: doc is missing path: "/x/y": missing value"#,
             ),
             (
-                json!([{"op": "add", "path": "/l/5", "value": 1}]),
-                422,
-                "out of range",
-            ),
-            (
-                json!([{"op": "add", "path": "/l/01", "value": 1}]),
-                422,
-                "out of range",
+                json!([{"op": "remove", "path": "/nope"}]),
+                "error in remove for path: '/nope': Unable to remove nonexistent key: nope: missing value",
             ),
             (
                 json!([{"op": "test", "path": "/a/b", "value": 2}]),
-                422,
-                "is 1, not 2",
+                "testing value /a/b failed: test failed",
+            ),
+            (
+                json!([{"op": "frob", "path": "/x"}]),
+                "Unexpected kind: frob",
+            ),
+            (json!([{"path": "/x"}]), "Unexpected kind: unknown"),
+            (
+                json!([{"op": "add", "path": "/l/5", "value": 1}]),
+                "error in add for path: '/l/5': Unable to access invalid index: 5: invalid index referenced",
             ),
             (
                 json!([{"op": "move", "from": "/a", "path": "/a/b/c"}]),
-                422,
-                "own child",
+                "move operation does not apply: doc is missing destination path: /a/b/c: missing value",
             ),
             (
-                json!([{"op": "replace", "path": "", "value": [1]}]),
-                400,
-                "patched object must be a JSON object",
+                json!([{"op": "replace", "path": "", "value": 5}]),
+                "replace operation value must be object or array: %!w(<nil>)",
+            ),
+            (
+                json!([{"op": "replace", "path": 5, "value": 1}]),
+                "replace operation failed to decode path: json: cannot unmarshal number into Go value of type string",
             ),
         ];
-        for (patch, code, text) in cases {
+        for (patch, cause) in cases {
             let err = apply("configmaps", PatchType::Json, &original, &patch).unwrap_err();
-            assert_eq!(err.code, code, "{patch}: {}", err.message);
-            // A 422 says why in its cause, under kube's generic message.
-            let why = match code {
-                422 => {
-                    assert_eq!(
-                        err.message,
-                        "the server rejected our request due to an error in our request"
-                    );
-                    err.details.as_ref().unwrap()["causes"][0]["message"]
-                        .as_str()
-                        .unwrap()
-                        .to_owned()
-                }
-                _ => err.message.clone(),
-            };
-            assert!(why.contains(text), "{patch}: {why}");
+            assert_eq!(err.code, 422, "{patch}: {}", err.message);
+            assert_eq!(
+                err.message,
+                "the server rejected our request due to an error in our request"
+            );
+            assert_eq!(
+                err.details.as_ref().unwrap()["causes"][0]["message"],
+                cause,
+                "{patch}"
+            );
         }
+        // Where v4 panics, kube-apiserver's panic recovery answers 500.
+        for patch in [
+            json!([{"op": "replace", "path": ""}]),
+            json!([{"op": "test", "path": ""}]),
+            json!([{"op": "test", "path": "/n", "value": [null]}]),
+        ] {
+            let original = json!({"n": [null]});
+            let err = apply("configmaps", PatchType::Json, &original, &patch).unwrap_err();
+            assert_eq!(err.code, 500, "{patch}");
+            assert_eq!(
+                err.message,
+                "This request caused apiserver to panic. Look in the logs for details."
+            );
+        }
+        // A JSON patch that replaces the object with an array: kube fails to decode it, 422.
+        let err = apply(
+            "configmaps",
+            PatchType::Json,
+            &original,
+            &json!([{"op": "replace", "path": "", "value": [1]}]),
+        )
+        .unwrap_err();
+        assert_eq!(err.code, 422);
+        assert!(
+            err.message.starts_with(
+                " \"\" is invalid: patch: Invalid value: \"[1]\": couldn't get version/kind"
+            ),
+            "{}",
+            err.message
+        );
         let many = Value::Array(vec![
             json!({"op": "test", "path": "", "value": 1});
             JSON_PATCH_OPERATIONS_MAX + 1
@@ -1353,6 +1977,15 @@ mod tests {
                 .unwrap_err()
                 .code,
             413
+        );
+        // Decoding comes first, as `DecodePatch` runs before kube counts the operations.
+        let mut many = many;
+        many.as_array_mut().unwrap().push(json!(5));
+        assert_eq!(
+            apply("configmaps", PatchType::Json, &original, &many)
+                .unwrap_err()
+                .code,
+            400
         );
     }
 
@@ -1709,6 +2342,21 @@ mod tests {
                 .prop_map(|m| Value::Object(m.into_iter().collect()))
         }
 
+        /// Whether an object within an array of `value` has a `null` member: v4's merge patch
+        /// drops it where it places the array whole, this strategic merge keeps it.
+        fn null_in_listed_object(value: &Value) -> bool {
+            fn within(value: &Value, listed: bool) -> bool {
+                match value {
+                    Value::Object(map) => map
+                        .values()
+                        .any(|member| (listed && member.is_null()) || within(member, listed)),
+                    Value::Array(items) => items.iter().any(|item| within(item, true)),
+                    _ => false,
+                }
+            }
+            within(value, false)
+        }
+
         const TYPES: [PatchType; 4] = [
             PatchType::Merge,
             PatchType::Json,
@@ -1741,7 +2389,9 @@ mod tests {
             fn strategic_patch_on_unkeyed_fields_is_merge_patch(
                 original in arb_plain_object(), patch in arb_plain_object()
             ) {
-                // Outside keyed lists and without `$` keys the two agree.
+                // Outside keyed lists and without `$` keys the two agree (but for the `null`
+                // members of objects in lists, which v4's merge patch drops).
+                prop_assume!(!null_in_listed_object(&patch));
                 let smp = strategic_merge_patch(&original, &patch, Ty::deduced()).unwrap();
                 let mut merged = original.clone();
                 merge_patch(&mut merged, patch);
@@ -1750,3 +2400,7 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "patch_v4_tests.rs"]
+mod v4_tests;
