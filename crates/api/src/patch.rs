@@ -89,6 +89,15 @@
 //! `$deleteFromPrimitiveList/<field>` and `$setElementOrder/<field>` (used to order the merged
 //! list). As in Kubernetes, strategic merge patch is refused (415) for custom resources;
 //! `kubectl apply` sends them a JSON merge patch instead.
+//!
+//! Its refusals carry apimachinery's texts where the condition is the same (`unknown patch
+//! type: explode in map: map[$patch:explode]`, `map: map[image:x] does not contain declared
+//! merge key: name`, `invalid patch format of retainKeys`, `expected a []interface {}, but
+//! received a string`, Go's decoding error for a body that is not an object), all 400: kube
+//! answers the retainKeys one 400 and the others, which carry no status of their own, 500
+//! (reason `Unknown`). Not as in kube: `$patch: merge` is accepted (kube refuses it on a map,
+//! `unknown patch type: merge`, and in a list, `merging lists cannot yet be specified in the
+//! patch`).
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
@@ -319,8 +328,13 @@ fn patched(
                     "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
                 ));
             }
-            let patch = decode(def, patch).map_err(|error| {
-                ApiError::bad_request(format!("error decoding strategic merge patch: {error}"))
+            // kube's `UnmarshalCaseSensitivePreserveInts`: Go's error; numbers read back, as
+            // kube converts the merged map into the kind's Go type (`applyPatchToObject`: the
+            // converter sets an integer field from an integral float64).
+            let patch = crate::go_json::parse_read_back(patch).map_err(|error| {
+                ApiError::bad_request(
+                    crate::go_json::syntax_error(patch).unwrap_or_else(|| error.to_string()),
+                )
             })?;
             strategic_merge_patch(original, &patch, crate::apply::schema_root(def, None))?
         }
@@ -358,13 +372,10 @@ fn patched(
     Ok((result, pruning))
 }
 
-/// A patch's JSON. Its numbers are read as kube's storage round trip leaves them
+/// A merge or JSON patch's JSON. Its numbers are read as kube's storage round trip leaves them
 /// ([`crate::go_json::ReadBack`]: `2.0` is 2) for a custom resource, whose patched object kube
-/// stores and reads back so. A built-in kind's merge or JSON patch keeps the literal's
-/// reading: kube decodes the patched bytes into the Go type, which refuses `2.0` in an integer
-/// field. A strategic merge patch is read back too: kube decodes it into a map and converts it
-/// into the kind's Go type (`applyPatchToObject`: the converter sets an integer field from an
-/// integral float64).
+/// stores and reads back so. A built-in kind's keep the literal's reading: kube decodes the
+/// patched bytes into the Go type, which refuses `2.0` in an integer field.
 fn decode(def: &ResourceDef, bytes: &[u8]) -> Result<Value, serde_json::Error> {
     if def.is_builtin() {
         crate::go_json::parse(bytes)
@@ -1237,11 +1248,18 @@ pub fn strategic_merge_patch(
     patch: &Value,
     ty: Ty<'_>,
 ) -> Result<Value, ApiError> {
-    let Value::Object(patch) = patch else {
-        return Err(ApiError::bad_request(format!(
-            "a strategic merge patch must be a JSON object, not {}",
-            type_name(patch)
-        )));
+    // kube decodes the patch into a `map[string]interface{}`: `null` is no patch, anything
+    // else that is not an object Go's 400.
+    let empty = Map::new();
+    let patch = match patch {
+        Value::Object(patch) => patch,
+        Value::Null => &empty,
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
+                crate::go_json::go_kind(other)
+            )));
+        }
     };
     let original = match original {
         Value::Object(map) => map.clone(),
@@ -1254,6 +1272,68 @@ pub fn strategic_merge_patch(
             "a strategic merge patch may not delete the whole object ($patch: delete at the root)",
         )),
     }
+}
+
+/// A refusal apimachinery's `strategicpatch` words (`mergepatch.ErrBadPatchType`,
+/// `ErrNoMergeKey`, `ErrBadArgType`, `ErrBadPatchFormatForRetainKeys`): its text, 400 (kube
+/// answers those without a status of their own 500, reason `Unknown`).
+fn smp_refusal(message: String) -> ApiError {
+    ApiError::bad_request(message)
+}
+
+/// `mergepatch.ErrBadPatchType`: `unknown patch type: X in map: map[...]`.
+fn bad_patch_type(directive: &Value, map: &Map<String, Value>) -> ApiError {
+    smp_refusal(format!(
+        "unknown patch type: {} in map: {}",
+        go_s(directive),
+        go_text(&Value::Object(map.clone()))
+    ))
+}
+
+/// A decoded JSON value as Go's `%s` prints an `interface{}` holding it: a string as it is,
+/// anything else as `%!s(int64=5)`, `%!s(bool=true)`, `%!s(<nil>)`, lists and maps item by
+/// item.
+fn go_s(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        Value::Null => "%!s(<nil>)".to_owned(),
+        Value::Bool(b) => format!("%!s(bool={b})"),
+        Value::Number(number) => match number.as_i64() {
+            Some(integer) => format!("%!s(int64={integer})"),
+            None => format!("%!s(float64={})", go_text(value)),
+        },
+        Value::Array(items) => {
+            format!("[{}]", items.iter().map(go_s).collect::<Vec<_>>().join(" "))
+        }
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            let members: Vec<String> = keys
+                .into_iter()
+                .map(|key| format!("{key}:{}", go_s(&map[key])))
+                .collect();
+            format!("map[{}]", members.join(" "))
+        }
+    }
+}
+
+/// `mergepatch.ErrBadArgType` for a value that should have been a list: `expected a
+/// []interface {}, but received a string`.
+fn not_a_list(value: &Value) -> ApiError {
+    let received = match value {
+        Value::Null => {
+            return smp_refusal("expected a []interface {}, but received a %!s(<nil>)".to_owned());
+        }
+        Value::Bool(_) => "bool",
+        Value::Number(number) if number.is_i64() => "int64",
+        Value::Number(_) => "float64",
+        Value::String(_) => "string",
+        Value::Array(_) => "[]interface {}",
+        Value::Object(_) => "map[string]interface {}",
+    };
+    smp_refusal(format!(
+        "expected a []interface {{}}, but received a {received}"
+    ))
 }
 
 fn smp_error(path: &[String], message: impl std::fmt::Display) -> ApiError {
@@ -1307,21 +1387,9 @@ fn merge_map(
             }
             "delete" => return Ok(None),
             "merge" => {}
-            other => {
-                return Err(smp_error(
-                    path,
-                    format!(
-                        "unknown $patch directive {other:?}; expected replace, delete or merge"
-                    ),
-                ));
-            }
+            _ => return Err(bad_patch_type(&patch[DIRECTIVE], patch)),
         },
-        Some(other) => {
-            return Err(smp_error(
-                path,
-                format!("$patch must be a string, not {}", type_name(other)),
-            ));
-        }
+        Some(other) => return Err(bad_patch_type(other, patch)),
     }
     merge_map_into(&mut original, patch, path, ty)?;
     Ok(Some(original))
@@ -1335,6 +1403,11 @@ fn merge_map_into(
     path: &mut Vec<String>,
     ty: Ty<'_>,
 ) -> Result<(), ApiError> {
+    // Checked first, as apimachinery does.
+    let keep = patch
+        .get(RETAIN_KEYS)
+        .map(|retain| retained_keys(retain, patch))
+        .transpose()?;
     for (key, value) in patch {
         if key.starts_with('$') {
             continue;
@@ -1356,7 +1429,7 @@ fn merge_map_into(
             }
         } else if let Some(field) = key.strip_prefix(SET_ELEMENT_ORDER) {
             let Value::Array(order) = value else {
-                return Err(smp_error(path, format!("{key} must be a list")));
+                return Err(not_a_list(value));
             };
             let strategy = list_strategy(ty.child(field));
             if let Some(Value::Array(items)) = target.get_mut(field) {
@@ -1364,20 +1437,35 @@ fn merge_map_into(
             }
         }
     }
-    if let Some(retain) = patch.get(RETAIN_KEYS) {
-        let Value::Array(keys) = retain else {
-            return Err(smp_error(path, "$retainKeys must be a list of strings"));
-        };
-        let mut keep = Vec::with_capacity(keys.len());
-        for key in keys {
-            let Value::String(key) = key else {
-                return Err(smp_error(path, "$retainKeys must be a list of strings"));
-            };
-            keep.push(key.as_str());
-        }
-        target.retain(|key, _| keep.contains(&key.as_str()));
+    if let Some(keep) = keep {
+        target.retain(|key, _| keep.contains(key.as_str()));
     }
     Ok(())
+}
+
+/// The keys a `$retainKeys` list keeps, checked as apimachinery checks it
+/// (`applyRetainKeysDirective`): a list, naming every key the map's patch sets (but for `null`
+/// values and the list directives), else `invalid patch format of retainKeys` (400).
+fn retained_keys<'a>(
+    retain: &'a Value,
+    patch: &Map<String, Value>,
+) -> Result<HashSet<&'a str>, ApiError> {
+    let bad = || smp_refusal("invalid patch format of retainKeys".to_owned());
+    let Value::Array(keys) = retain else {
+        return Err(bad());
+    };
+    let keep: HashSet<&str> = keys.iter().filter_map(Value::as_str).collect();
+    let unlisted = patch.iter().any(|(key, value)| {
+        !value.is_null()
+            && key != RETAIN_KEYS
+            && !key.starts_with(DELETE_FROM_PRIMITIVE_LIST)
+            && !key.starts_with(SET_ELEMENT_ORDER)
+            && !keep.contains(key.as_str())
+    });
+    if unlisted {
+        return Err(bad());
+    }
+    Ok(keep)
 }
 
 /// Orders `items` as `order` lists them; items not in `order` keep their relative order after
@@ -1497,26 +1585,16 @@ fn merge_keyed_list(
             Some(Value::String(d)) if matches!(d.as_str(), "replace" | "delete" | "merge") => {
                 Some(d.as_str())
             }
-            Some(other) => {
-                return Err(smp_error(
-                    path,
-                    format!(
-                        "unknown $patch directive {other} in a list item; expected replace, delete or merge"
-                    ),
-                ));
-            }
+            Some(other) => return Err(bad_patch_type(other, patch_map)),
         };
         if directive == Some("replace") && patch_map.len() == 1 {
             continue;
         }
         let Some(key_value) = patch_map.get(key) else {
-            return Err(smp_error(
-                path,
-                format!(
-                    "map: {} does not contain declared merge key: {key}",
-                    Value::Object(patch_map.clone())
-                ),
-            ));
+            return Err(smp_refusal(format!(
+                "map: {} does not contain declared merge key: {key}",
+                go_text(&Value::Object(patch_map.clone()))
+            )));
         };
         let id = key_value.to_string();
         // The first item with this key still in the list.
@@ -2119,18 +2197,48 @@ mod tests {
 
     #[test]
     fn strategic_errors() {
+        // apimachinery's texts (`mergepatch`'s errors), 400.
         let cases = [
-            (json!([1]), "must be a JSON object"),
             (
-                json!({"spec": {"$patch": "explode"}}),
-                "unknown $patch directive",
+                json!([1]),
+                "json: cannot unmarshal array into Go value of type map[string]interface {}",
             ),
             (
-                json!({"spec": {"containers": [{"image": "x"}]}}),
-                "does not contain declared merge key: name",
+                json!({"spec": {"$patch": "explode", "x": 1}}),
+                "unknown patch type: explode in map: map[$patch:explode x:1]",
             ),
+            (
+                json!({"spec": {"$patch": 5}}),
+                "unknown patch type: %!s(int64=5) in map: map[$patch:5]",
+            ),
+            (
+                json!({"spec": {"containers": [{"$patch": "explode", "name": "web"}]}}),
+                "unknown patch type: explode in map: map[$patch:explode name:web]",
+            ),
+            (
+                json!({"spec": {"containers": [{"image": "x", "ports": [{"containerPort": 80}]}]}}),
+                "map: map[image:x ports:[map[containerPort:80]]] does not contain declared merge key: name",
+            ),
+            (
+                json!({"spec": {"$retainKeys": "x"}}),
+                "invalid patch format of retainKeys",
+            ),
+            (
+                json!({"spec": {"$retainKeys": ["a"], "b": 1, "c": null}}),
+                "invalid patch format of retainKeys",
+            ),
+            (
+                json!({"spec": {"$setElementOrder/containers": "web"}}),
+                "expected a []interface {}, but received a string",
+            ),
+        ];
+        for (patch, text) in cases {
+            let err = apply("pods", PatchType::StrategicMerge, &pod(), &patch).unwrap_err();
+            assert_eq!((err.code, err.message.as_str()), (400, text), "{patch}");
+        }
+        // Refusals of this walk's own.
+        let cases = [
             (json!({"spec": {"containers": ["web"]}}), "must be objects"),
-            (json!({"spec": {"$retainKeys": "x"}}), "$retainKeys"),
             (json!({"$patch": "delete"}), "whole object"),
         ];
         for (patch, text) in cases {
@@ -2138,6 +2246,28 @@ mod tests {
             assert_eq!(err.code, 400, "{patch}");
             assert!(err.message.contains(text), "{patch}: {}", err.message);
         }
+        // Not JSON: Go's error; `null`: no change; a `$retainKeys` listing the patch's keys
+        // keeps only those.
+        let err = apply_patch(&def("pods"), PatchType::StrategicMerge, &pod(), b"{x").unwrap_err();
+        assert_eq!(
+            (err.code, err.message.as_str()),
+            (
+                400,
+                "invalid character 'x' looking for beginning of object key string"
+            )
+        );
+        assert_eq!(
+            apply_patch(&def("pods"), PatchType::StrategicMerge, &pod(), b"null").unwrap(),
+            pod()
+        );
+        let out = apply(
+            "pods",
+            PatchType::StrategicMerge,
+            &pod(),
+            &json!({"metadata": {"$retainKeys": ["name", 5], "name": "a", "gone": null}}),
+        )
+        .unwrap();
+        assert_eq!(out["metadata"], json!({"name": "a"}));
         let mut crd = def("pods");
         crd.group = "example.com".into();
         let err = apply_patch(&crd, PatchType::StrategicMerge, &pod(), b"{}").unwrap_err();
