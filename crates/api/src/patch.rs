@@ -43,9 +43,10 @@
 //!   to decode as the kind: 422 on the field `patch`, with Go's decoding error.
 //! - Not as in kube: kube compares a `test` string by its bytes as sent against Go's encoding
 //!   of the document (so a client's `\u0061` for `a`, or an unescaped `<`, fails there), here
-//!   by value; the 400s of the strict decoding kube runs first under `fieldValidation=Warn`
+//!   by value. The 400s of the strict decoding kube runs first under `fieldValidation=Warn`
 //!   (the default) or `Strict` (`error decoding patch: json: cannot unmarshal object into Go
-//!   value of type []handlers.jsonPatchOp`) are the server's to add.
+//!   value of type []handlers.jsonPatchOp`) are not [`apply_patch`]'s, which answers as kube
+//!   does under `Ignore`: [`strict_decode_error`] words them, for the write path to run.
 //!
 //! ## Memory bound
 //! A patch cannot make the server hold more than `original + patch + copy limit` bytes of
@@ -231,6 +232,58 @@ impl PatchType {
             PatchType::StrategicMerge => "application/strategic-merge-patch+json",
             PatchType::Apply => "application/apply-patch+yaml",
         }
+    }
+}
+
+/// The 400 kube-apiserver answers before it applies a JSON or merge patch when
+/// `fieldValidation` is `Warn` (its default) or `Strict`: it first decodes the body strictly
+/// (`kjson.UnmarshalStrict`) into its operation type (`[]handlers.jsonPatchOp`: `op`, `path`
+/// and `from` strings) or a map, and refuses what does not decode, `error decoding patch: json:
+/// cannot unmarshal number into Go struct field jsonPatchOp.op of type string`. `None` when the
+/// body decodes (its unknown and repeated fields are warnings or the strict 422, not this), and
+/// for the other patch types. The caller runs it where kube does, on the current object (after
+/// a 404), before [`apply_patch`]; with `fieldValidation=Ignore` kube skips it and
+/// [`apply_patch`] answers v4's own refusals.
+#[must_use]
+pub fn strict_decode_error(patch_type: PatchType, body: &[u8]) -> Option<ApiError> {
+    let refuse = |cause: String| {
+        Some(ApiError::bad_request(format!(
+            "error decoding patch: {cause}"
+        )))
+    };
+    let cannot = |value: &Value, go_type: &str| {
+        format!(
+            "json: cannot unmarshal {} into Go value of type {go_type}",
+            crate::go_json::go_kind(value)
+        )
+    };
+    if !matches!(patch_type, PatchType::Json | PatchType::Merge) {
+        return None;
+    }
+    let value = match crate::go_json::parse(body) {
+        Ok(value) => value,
+        Err(error) => {
+            return refuse(crate::go_json::syntax_error(body).unwrap_or_else(|| error.to_string()));
+        }
+    };
+    match (patch_type, &value) {
+        (_, Value::Null) | (PatchType::Merge, Value::Object(_)) => None,
+        (PatchType::Merge, other) => refuse(cannot(other, "map[string]interface {}")),
+        (_, Value::Array(operations)) => operations.iter().find_map(|operation| match operation {
+            Value::Null => None,
+            Value::Object(fields) => ["from", "op", "path"].into_iter().find_map(|name| {
+                let field = fields.get(name)?;
+                (!field.is_string() && !field.is_null()).then(|| {
+                    format!(
+                        "json: cannot unmarshal {} into Go struct field jsonPatchOp.{name} of type string",
+                        crate::go_json::go_kind(field)
+                    )
+                })
+            }),
+            other => Some(cannot(other, "handlers.jsonPatchOp")),
+        })
+        .and_then(refuse),
+        (_, other) => refuse(cannot(other, "[]handlers.jsonPatchOp")),
     }
 }
 
@@ -1916,6 +1969,71 @@ mod tests {
                 r#"struct { APIVersion string "json:\"apiVersion,omitempty\""; Kind string "json:\"kind,omitempty\"" }"#
             )
         );
+    }
+
+    #[test]
+    fn strict_decoding_refusals() {
+        let cases = [
+            (
+                PatchType::Json,
+                &br#"{"op": "add"}"#[..],
+                Some("json: cannot unmarshal object into Go value of type []handlers.jsonPatchOp"),
+            ),
+            (
+                PatchType::Json,
+                b"[null, 5]",
+                Some("json: cannot unmarshal number into Go value of type handlers.jsonPatchOp"),
+            ),
+            (
+                PatchType::Json,
+                br#"[{"op": 5, "path": "/a"}]"#,
+                Some(
+                    "json: cannot unmarshal number into Go struct field jsonPatchOp.op of type string",
+                ),
+            ),
+            (
+                PatchType::Json,
+                br#"[{"op": "add", "path": ["/a"], "value": {}}]"#,
+                Some(
+                    "json: cannot unmarshal array into Go struct field jsonPatchOp.path of type string",
+                ),
+            ),
+            (PatchType::Json, b"[{", Some("unexpected end of JSON input")),
+            (
+                PatchType::Json,
+                br#"[{"op": "add", "path": null, "value": 5, "Op": 1}]"#,
+                None,
+            ),
+            (PatchType::Json, b"null", None),
+            (
+                PatchType::Merge,
+                b"[1]",
+                Some("json: cannot unmarshal array into Go value of type map[string]interface {}"),
+            ),
+            (
+                PatchType::Merge,
+                b"5",
+                Some("json: cannot unmarshal number into Go value of type map[string]interface {}"),
+            ),
+            (
+                PatchType::Merge,
+                b"{x",
+                Some("invalid character 'x' looking for beginning of object key string"),
+            ),
+            (PatchType::Merge, b"null", None),
+            (PatchType::Merge, br#"{"a": [1]}"#, None),
+            (PatchType::StrategicMerge, b"[1]", None),
+        ];
+        for (patch_type, body, cause) in cases {
+            let refusal = strict_decode_error(patch_type, body);
+            let expected = cause.map(|cause| format!("error decoding patch: {cause}"));
+            assert_eq!(
+                refusal.as_ref().map(|error| error.code),
+                expected.as_ref().map(|_| 400),
+                "{body:?}"
+            );
+            assert_eq!(refusal.map(|error| error.message), expected, "{body:?}");
+        }
     }
 
     #[test]
