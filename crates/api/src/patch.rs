@@ -366,13 +366,19 @@ fn patched(
             target
         }
         PatchType::Json => {
-            // v4's `DecodePatch`: Go's error for a body that is not JSON.
-            let patch = decode(def, patch).map_err(|error| {
+            // v4's `DecodePatch`: Go's error for a body that is not JSON. Its numbers keep
+            // their literal's reading, which `test` compares (`1.0` is not `1`); a custom
+            // resource's are read back once placed (see `decode`).
+            let patch = crate::go_json::parse(patch).map_err(|error| {
                 ApiError::bad_request(
                     crate::go_json::syntax_error(patch).unwrap_or_else(|| error.to_string()),
                 )
             })?;
-            json_patch_with_limits(original, &patch, limits)?
+            let mut result = json_patch_with_limits(original, &patch, limits)?;
+            if !def.is_builtin() {
+                read_back_numbers(&mut result);
+            }
+            result
         }
         PatchType::StrategicMerge => {
             if !def.is_builtin() {
@@ -425,7 +431,31 @@ fn patched(
     Ok((result, pruning))
 }
 
-/// A merge or JSON patch's JSON. Its numbers are read as kube's storage round trip leaves them
+/// Every number of `value` as kube's storage round trip leaves it ([`crate::go_json::ReadBack`]:
+/// `1.0` is 1, `12345678901234567890` a float), walked without recursion.
+fn read_back_numbers(value: &mut Value) {
+    let mut pending = vec![value];
+    while let Some(value) = pending.pop() {
+        match value {
+            Value::Number(number) if !number.is_i64() => {
+                #[allow(clippy::cast_precision_loss)]
+                let float = number
+                    .as_u64()
+                    .map_or_else(|| number.as_f64().unwrap_or_default(), |u| u as f64);
+                if let Some(integer) = watchkeeper_core::gonum::read_back_integer(float) {
+                    *value = Value::from(integer);
+                } else if let Some(float) = serde_json::Number::from_f64(float) {
+                    *value = Value::Number(float);
+                }
+            }
+            Value::Array(items) => pending.extend(items.iter_mut()),
+            Value::Object(map) => pending.extend(map.values_mut()),
+            _ => {}
+        }
+    }
+}
+
+/// A merge patch's JSON. Its numbers are read as kube's storage round trip leaves them
 /// ([`crate::go_json::ReadBack`]: `2.0` is 2) for a custom resource, whose patched object kube
 /// stores and reads back so. A built-in kind's keep the literal's reading: kube decodes the
 /// patched bytes into the Go type, which refuses `2.0` in an integer field.
@@ -2034,6 +2064,29 @@ mod tests {
             );
             assert_eq!(refusal.map(|error| error.message), expected, "{body:?}");
         }
+    }
+
+    #[test]
+    fn a_custom_resources_json_patch_tests_literals_and_places_read_back_numbers() {
+        let mut custom = def("configmaps");
+        custom.group = "example.com".into();
+        assert!(!custom.is_builtin());
+        let original = json!({"metadata": {"name": "a"}, "spec": {"n": 1}});
+        let patch = |body: &str| apply_patch(&custom, PatchType::Json, &original, body.as_bytes());
+        // `test` compares the literal sent with the stored number as Go writes it.
+        let err = patch(r#"[{"op": "test", "path": "/spec/n", "value": 1.0}]"#).unwrap_err();
+        assert_eq!(err.code, 422);
+        assert!(patch(r#"[{"op": "test", "path": "/spec/n", "value": 1}]"#).is_ok());
+        // What is placed is what the store reads back: `2.0` is 2, `1.5` stays a float.
+        let out = patch(
+            r#"[{"op": "add", "path": "/spec/m", "value": [2.0, 1.5, 12345678901234567890]}]"#,
+        )
+        .unwrap();
+        assert_eq!(
+            out["spec"]["m"],
+            json!([2, 1.5, 12_345_678_901_234_567_000.0])
+        );
+        assert!(out["spec"]["m"][0].is_i64());
     }
 
     #[test]
