@@ -28,8 +28,12 @@
 //!   missing key reads as `null`, so `replace` of a missing key adds it and `copy` from one
 //!   places `null`; an operation without `value` places `null`, and `test` without `value`
 //!   passes only on a missing key or the document's own `null`; `test` with `null` passes on a
-//!   missing key; `test` compares numbers by their text (`1.0` is not the document's `1`, as
-//!   Go writes it) and other scalars by value; `add` and `remove` cannot reach the whole
+//!   missing key; `test` compares scalars by their text: the patch's as sent (from the body
+//!   [`apply_patch`] reads; kept beside the value only where Go would write it otherwise, so
+//!   at most the patch's size once more), the document's as Go writes it (`1.0` is not `1`,
+//!   `"a<b"` is not the document's `"a\u003cb"`, nor `"\u00e9"` its `"é"`), a copied
+//!   one as `json.Marshal` rewrites it; a patch given as a value ([`json_patch`], a webhook's)
+//!   has its strings compared as Go writes them; `add` and `remove` cannot reach the whole
 //!   document (`""`), `replace` and `test` can; a path's first part is ignored (`x/b` is `/b`)
 //!   and `~` not followed by `0` or `1` is kept; `move` removes and then adds (into its own
 //!   child it finds no destination); an unknown `op` fails when it is reached, 422.
@@ -41,9 +45,7 @@
 //!   `Invalid JSON Patch`. A merge patch drops the `null` members of objects it places whole,
 //!   within arrays too ([`merge_patch`]). A JSON or merge patch whose result is an array fails
 //!   to decode as the kind: 422 on the field `patch`, with Go's decoding error.
-//! - Not as in kube: kube compares a `test` string by its bytes as sent against Go's encoding
-//!   of the document (so a client's `\u0061` for `a`, or an unescaped `<`, fails there), here
-//!   by value. The 400s of the strict decoding kube runs first under `fieldValidation=Warn`
+//! - Not here: the 400s of the strict decoding kube runs first under `fieldValidation=Warn`
 //!   (the default) or `Strict` (`error decoding patch: json: cannot unmarshal object into Go
 //!   value of type []handlers.jsonPatchOp`) are not [`apply_patch`]'s, which answers as kube
 //!   does under `Ignore`: [`strict_decode_error`] words them, for the write path to run.
@@ -369,12 +371,13 @@ fn patched(
             // v4's `DecodePatch`: Go's error for a body that is not JSON. Its numbers keep
             // their literal's reading, which `test` compares (`1.0` is not `1`); a custom
             // resource's are read back once placed (see `decode`).
+            let patch_bytes = patch;
             let patch = crate::go_json::parse(patch).map_err(|error| {
                 ApiError::bad_request(
                     crate::go_json::syntax_error(patch).unwrap_or_else(|| error.to_string()),
                 )
             })?;
-            let mut result = json_patch_with_limits(original, &patch, limits)?;
+            let mut result = json_patch_sent(original, &patch, Some(patch_bytes), limits)?;
             if !def.is_builtin() {
                 read_back_numbers(&mut result);
             }
@@ -594,11 +597,13 @@ impl Stop {
 enum Node {
     /// A node whose raw text is nil: what an operation's `"value": null` places.
     RawNil,
-    /// A boolean, number or string. `sent` when the patch wrote it: `test` compares numbers by
-    /// their text ([`number_text`]), strings and booleans by value.
+    /// A boolean, number or string, and its text as v4 holds it ([`Node::text`], which `test`
+    /// compares): `raw` is the patch's text as sent, when it was read from the body; `sent`
+    /// when the patch wrote it.
     Scalar {
         value: Value,
         sent: bool,
+        raw: Option<Box<str>>,
     },
     /// An object; `None` is Go's nil map: a copied `null`, which v4 then reads as an empty
     /// object (and panics writing into).
@@ -627,8 +632,27 @@ impl Node {
             scalar => Node::Scalar {
                 value: scalar.clone(),
                 sent,
+                raw: None,
             },
         })
+    }
+
+    /// A scalar's text as v4 compares it (`bytes.Equal` of the compacted raw texts): the
+    /// patch's as sent; else a string as Go's `encoding/json` writes it (the document's is Go's
+    /// encoding, and a patch given as a value is taken to be a Go client's), a number the
+    /// document holds as Go writes it (`1`), one the patch sent as serde_json reads it (`1.0`).
+    fn text<'a>(value: &'a Value, sent: bool, raw: Option<&'a str>) -> std::borrow::Cow<'a, str> {
+        use std::borrow::Cow;
+        if let Some(raw) = raw {
+            return Cow::Borrowed(raw);
+        }
+        match value {
+            Value::String(text) => Cow::Owned(go_string(text)),
+            Value::Number(number) if !sent => {
+                Cow::Owned(watchkeeper_core::gonum::json_number(number))
+            }
+            other => Cow::Owned(other.to_string()),
+        }
     }
 
     fn into_value(slot: Slot) -> Value {
@@ -658,7 +682,12 @@ impl Node {
         }
         Some(match slot? {
             Node::RawNil | Node::Doc(None) => Node::Doc(None),
-            scalar @ Node::Scalar { .. } => scalar.clone(),
+            // `json.Marshal` of a raw text escapes `<`, `>`, `&`, U+2028 and U+2029 in it.
+            Node::Scalar { value, sent, raw } => Node::Scalar {
+                value: value.clone(),
+                sent: *sent,
+                raw: raw.as_deref().map(|raw| html_escaped(raw).into()),
+            },
             Node::Doc(Some(map)) => Node::Doc(Some(
                 map.iter()
                     .map(|(key, slot)| (key.clone(), within(slot)))
@@ -690,10 +719,10 @@ impl Node {
         fn size(slot: Option<&Node>) -> usize {
             match slot {
                 None | Some(Node::RawNil | Node::Doc(None)) => 4,
-                Some(Node::Scalar { value, sent }) => match value {
+                Some(Node::Scalar { raw: Some(raw), .. }) => html_escaped(raw).len(),
+                Some(Node::Scalar { value, sent, .. }) => match value {
                     Value::String(text) => go_string_size(text),
-                    Value::Number(number) => number_text(number, *sent).len(),
-                    other => other.to_string().len(),
+                    other => Node::text(other, *sent, None).len(),
                 },
                 Some(Node::Doc(Some(map))) => {
                     2 + map.len().saturating_sub(1)
@@ -726,34 +755,69 @@ fn go_string_size(text: &str) -> usize {
         .sum::<usize>()
 }
 
-/// A number's text as json-patch v4 compares it: one the patch sent as serde_json reads it
-/// back (`1.0` stays `1.0`), the document's as Go encodes it (`1`).
-fn number_text(number: &serde_json::Number, sent: bool) -> String {
-    if sent {
-        number.to_string()
-    } else {
-        watchkeeper_core::gonum::json_number(number)
+/// `text` as Go's `encoding/json` writes a string (HTML-escaped, as `json.Marshal` does).
+fn go_string(text: &str) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(go_string_size(text));
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c if u32::from(c) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
     }
+    out.push('"');
+    out
+}
+
+/// A raw JSON text as `json.Marshal` writes a `json.RawMessage` (`compact` with HTML
+/// escaping): `<`, `>`, `&`, U+2028 and U+2029 as `\uXXXX`.
+fn html_escaped(raw: &str) -> std::borrow::Cow<'_, str> {
+    use std::fmt::Write as _;
+    if !raw.contains(['<', '>', '&', '\u{2028}', '\u{2029}']) {
+        return std::borrow::Cow::Borrowed(raw);
+    }
+    let mut out = String::with_capacity(raw.len() + 16);
+    for c in raw.chars() {
+        match c {
+            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// json-patch v4's `lazyNode.equal`: `node` (the document's) against `other` (the
-/// operation's). Numbers compare by their text ([`number_text`]), other scalars by value; a `null`
-/// in either of two arrays compared item by item panics in v4.
+/// operation's). Scalars compare by their text ([`Node::text`]); a `null` in either of two
+/// arrays compared item by item panics in v4.
 fn nodes_equal(node: &Node, other: &Node) -> Result<bool, Stop> {
     Ok(match (node, other) {
         (Node::RawNil, Node::RawNil) => true,
         (
-            Node::Scalar { value, sent },
+            Node::Scalar { value, sent, raw },
             Node::Scalar {
                 value: other_value,
                 sent: other_sent,
+                raw: other_raw,
             },
-        ) => match (value, other_value) {
-            (Value::Number(number), Value::Number(other_number)) => {
-                number_text(number, *sent) == number_text(other_number, *other_sent)
-            }
-            _ => value == other_value,
-        },
+        ) => {
+            Node::text(value, *sent, raw.as_deref())
+                == Node::text(other_value, *other_sent, other_raw.as_deref())
+        }
         (Node::RawNil | Node::Scalar { .. }, _) => false,
         (Node::Doc(map), Node::Doc(other_map)) => {
             let empty = BTreeMap::new();
@@ -1024,11 +1088,218 @@ fn from_of(operation: Operation<'_>) -> Result<&str, String> {
     )
 }
 
-/// v4's `Operation.value`: a nil pointer without `value`, [`Node::RawNil`] for `null`.
-fn value_of(operation: Operation<'_>) -> Slot {
+/// v4's `Operation.value`: a nil pointer without `value`, [`Node::RawNil`] for `null`; its
+/// scalars keep their text as sent when `raw` (the value's text in the body) reads.
+fn value_of(operation: Operation<'_>, raw: Option<&[u8]>) -> Slot {
     match field(operation, "value")? {
         Value::Null => Some(Node::RawNil),
-        value => Node::from_value(value, true),
+        value => raw
+            .and_then(|raw| {
+                let mut at = 0;
+                let node = raw_node(raw, &mut at)?;
+                (skip_space(raw, at) == raw.len()).then_some(node)
+            })
+            .unwrap_or_else(|| Node::from_value(value, true)),
+    }
+}
+
+fn skip_space(body: &[u8], mut at: usize) -> usize {
+    while body
+        .get(at)
+        .is_some_and(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+    {
+        at += 1;
+    }
+    at
+}
+
+/// The end (past the closing quote) of the string starting at `at`.
+fn string_end(body: &[u8], at: usize) -> Option<usize> {
+    let mut i = at + 1;
+    while i < body.len() {
+        match body[i] {
+            b'\\' => i += 2,
+            b'"' => return Some(i + 1),
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+/// The end of the JSON value starting at `at` (a text serde_json read), without recursion.
+fn value_end(body: &[u8], at: usize) -> Option<usize> {
+    match body.get(at)? {
+        b'"' => string_end(body, at),
+        b'{' | b'[' => {
+            let (mut depth, mut i) = (0usize, at);
+            while i < body.len() {
+                match body[i] {
+                    b'"' => {
+                        i = string_end(body, i)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth = depth.checked_sub(1)?;
+                        if depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+            None
+        }
+        _ => {
+            let mut i = at;
+            while i < body.len()
+                && !matches!(body[i], b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')
+            {
+                i += 1;
+            }
+            Some(i)
+        }
+    }
+}
+
+/// Where each operation's `value` is in a JSON patch's text (the last one, as Go keeps it),
+/// in one pass; `None` when the text does not read so (a value is then taken as parsed).
+fn value_spans(body: &[u8]) -> Option<Vec<Option<(usize, usize)>>> {
+    let mut spans = Vec::new();
+    let mut at = skip_space(body, 0);
+    if body.get(at)? != &b'[' {
+        return None;
+    }
+    at += 1;
+    loop {
+        at = skip_space(body, at);
+        if body.get(at)? == &b']' {
+            return Some(spans);
+        }
+        let mut span = None;
+        if body[at] == b'{' {
+            at += 1;
+            loop {
+                at = skip_space(body, at);
+                if body.get(at)? == &b'}' {
+                    at += 1;
+                    break;
+                }
+                let end = string_end(body, at)?;
+                let key: String = serde_json::from_slice(&body[at..end]).ok()?;
+                at = skip_space(body, end);
+                if body.get(at)? != &b':' {
+                    return None;
+                }
+                let start = skip_space(body, at + 1);
+                let end = value_end(body, start)?;
+                if key == "value" {
+                    span = Some((start, end));
+                }
+                at = skip_space(body, end);
+                match body.get(at)? {
+                    b',' => at += 1,
+                    b'}' => {
+                        at += 1;
+                        break;
+                    }
+                    _ => return None,
+                }
+            }
+        } else {
+            at = value_end(body, at)?;
+        }
+        spans.push(span);
+        at = skip_space(body, at);
+        match body.get(at)? {
+            b',' => at += 1,
+            b']' => return Some(spans),
+            _ => return None,
+        }
+    }
+}
+
+/// The value whose text starts at `at` (after spaces), its scalars keeping their text as
+/// sent; `None` when a part does not read (the parsed value is taken instead).
+fn raw_node(body: &[u8], at: &mut usize) -> Option<Slot> {
+    *at = skip_space(body, *at);
+    match body.get(*at)? {
+        b'{' => {
+            *at += 1;
+            let mut map = BTreeMap::new();
+            loop {
+                *at = skip_space(body, *at);
+                if body.get(*at)? == &b'}' {
+                    *at += 1;
+                    break;
+                }
+                let end = string_end(body, *at)?;
+                let key: String = serde_json::from_slice(&body[*at..end]).ok()?;
+                *at = skip_space(body, end);
+                if body.get(*at)? != &b':' {
+                    return None;
+                }
+                *at += 1;
+                let child = raw_node(body, at)?;
+                map.insert(key, child);
+                *at = skip_space(body, *at);
+                match body.get(*at)? {
+                    b',' => *at += 1,
+                    b'}' => {
+                        *at += 1;
+                        break;
+                    }
+                    _ => return None,
+                }
+            }
+            Some(Some(Node::Doc(Some(map))))
+        }
+        b'[' => {
+            *at += 1;
+            let mut items = Vec::new();
+            loop {
+                *at = skip_space(body, *at);
+                if body.get(*at)? == &b']' {
+                    *at += 1;
+                    break;
+                }
+                items.push(raw_node(body, at)?);
+                *at = skip_space(body, *at);
+                match body.get(*at)? {
+                    b',' => *at += 1,
+                    b']' => {
+                        *at += 1;
+                        break;
+                    }
+                    _ => return None,
+                }
+            }
+            Some(Some(Node::Ary(items)))
+        }
+        _ => {
+            let end = value_end(body, *at)?;
+            let raw = std::str::from_utf8(&body[*at..end]).ok()?;
+            let value: Value = serde_json::from_str(raw).ok()?;
+            *at = end;
+            // A string sent as Go writes it (the common case) keeps no second copy of its text.
+            let as_go_writes = |text: &str| {
+                raw.len() == text.len() + 2
+                    && raw.get(1..raw.len() - 1) == Some(text)
+                    && go_string_size(text) == raw.len()
+            };
+            let raw = match &value {
+                Value::Null => return Some(None),
+                Value::Object(_) | Value::Array(_) => return None,
+                Value::String(text) if as_go_writes(text) => None,
+                _ => Some(raw.into()),
+            };
+            Some(Some(Node::Scalar {
+                value,
+                sent: true,
+                raw,
+            }))
+        }
     }
 }
 
@@ -1077,6 +1348,17 @@ pub fn json_patch_with_limits(
     patch: &Value,
     limits: PatchLimits,
 ) -> Result<Value, ApiError> {
+    json_patch_sent(original, patch, None, limits)
+}
+
+/// [`json_patch_with_limits`] of the patch `patch` read from the text `body`, when there is
+/// one: its scalars are then compared by their text as sent, as v4 compares them.
+fn json_patch_sent(
+    original: &Value,
+    patch: &Value,
+    body: Option<&[u8]>,
+    limits: PatchLimits,
+) -> Result<Value, ApiError> {
     let operations = decode_operations(patch)?;
     if operations.len() > JSON_PATCH_OPERATIONS_MAX {
         return Err(ApiError::request_entity_too_large(format!(
@@ -1096,9 +1378,14 @@ pub fn json_patch_with_limits(
             )));
         }
     };
+    let spans = body
+        .and_then(value_spans)
+        .filter(|spans| spans.len() == operations.len());
     let mut copied = 0usize;
     for (index, operation) in operations.into_iter().enumerate() {
-        apply_operation(&mut doc, operation, index, &mut copied, limits)?;
+        let raw = body.zip(spans.as_ref().and_then(|spans| spans[index]));
+        let raw = raw.map(|(body, (start, end))| &body[start..end]);
+        apply_operation(&mut doc, operation, raw, index, &mut copied, limits)?;
     }
     Ok(Node::into_value(Some(doc)))
 }
@@ -1108,6 +1395,7 @@ pub fn json_patch_with_limits(
 fn apply_operation(
     doc: &mut Node,
     operation: Operation<'_>,
+    raw: Option<&[u8]>,
     index: usize,
     copied: &mut usize,
     limits: PatchLimits,
@@ -1137,7 +1425,7 @@ fn apply_operation(
                     "add operation does not apply: doc is missing path: \"{path}\": missing value"
                 ))
             })?;
-            let value = value_of(operation);
+            let value = value_of(operation, raw);
             within_nesting(path, value.as_ref())?;
             container_put(container, &key, value, true)
                 .map_err(|stop| stop.wrap(format_args!("error in add for path: '{path}'")))
@@ -1161,7 +1449,7 @@ fn apply_operation(
             let path = path_of(operation).map_err(|error| {
                 fail(format!("replace operation failed to decode path: {error}"))
             })?;
-            let value = value_of(operation);
+            let value = value_of(operation, raw);
             if path.is_empty() {
                 return match value {
                     None => Err(panicked(NIL_POINTER)),
@@ -1250,7 +1538,7 @@ fn apply_operation(
             let path = path_of(operation)
                 .map_err(|error| fail(format!("test operation failed to decode path: {error}")))?;
             let failed = || fail(format!("testing value {path} failed: test failed"));
-            let expected = value_of(operation);
+            let expected = value_of(operation, raw);
             if path.is_empty() {
                 let Some(expected) = expected else {
                     return Err(panicked(NIL_POINTER));
@@ -1890,6 +2178,21 @@ mod tests {
         )
         .unwrap();
         assert_eq!(nesting(&patched), JSON_NESTING_MAX);
+        // The same from the patch's text, whose values are read again for their literals, and
+        // compared as deep.
+        let patch = json!([
+            {"op": "add", "path": "/top", "value": top},
+            {"op": "test", "path": "/top", "value": top}
+        ]);
+        let body = patch.to_string();
+        let sent = json_patch_sent(
+            &original,
+            &patch,
+            Some(body.as_bytes()),
+            PatchLimits::default(),
+        )
+        .unwrap();
+        assert_eq!(sent, patched);
         let over = nested(JSON_NESTING_MAX);
         refused(json!([{"op": "add", "path": "/top", "value": over}]));
         refused(json!([{"op": "replace", "path": "/spec", "value": over}]));

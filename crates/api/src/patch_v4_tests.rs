@@ -23,8 +23,9 @@ const LIMITS: PatchLimits = PatchLimits {
     copy_bytes_max: 100,
 };
 
+/// The patch applied as its text, so its scalars compare by their text as sent, as in v4.
 fn patched(doc: &str, patch: &str) -> Result<Value, ApiError> {
-    json_patch_with_limits(&parse(doc), &parse(patch), LIMITS)
+    json_patch_sent(&parse(doc), &parse(patch), Some(patch.as_bytes()), LIMITS)
 }
 
 /// The cause a 422 carries (json-patch's error text).
@@ -747,6 +748,48 @@ const KUBE_CASES: &[(&str, &str, Result<&str, &str>)] = &[
         r#"[{"op": "test", "path": "/n", "value": 1e0}]"#,
         Err("testing value /n failed: test failed"),
     ),
+    // Strings compare by their text: the patch's as sent, the document's as Go writes it
+    // (`<`, `>` and `&` escaped), a copied one as `json.Marshal` rewrites it.
+    (
+        r#"{"s": "a<b"}"#,
+        r#"[{"op": "test", "path": "/s", "value": "a<b"}]"#,
+        Err("testing value /s failed: test failed"),
+    ),
+    (
+        r#"{"s": "a<b"}"#,
+        r#"[{"op": "test", "path": "/s", "value": "a\u003cb"}]"#,
+        Ok(r#"{"s": "a<b"}"#),
+    ),
+    (
+        r#"{"s": "é"}"#,
+        r#"[{"op": "test", "path": "/s", "value": "\u00e9"}]"#,
+        Err("testing value /s failed: test failed"),
+    ),
+    (
+        r#"{"s": "é\n"}"#,
+        r#"[{"op": "test", "path": "/s", "value": "é\n"}]"#,
+        Ok(r#"{"s": "é\n"}"#),
+    ),
+    (
+        "{}",
+        r#"[{"op": "add", "path": "/x", "value": "a&b"}, {"op": "test", "path": "/x", "value": "a&b"}]"#,
+        Ok(r#"{"x": "a&b"}"#),
+    ),
+    (
+        "{}",
+        r#"[{"op": "add", "path": "/x", "value": "a&b"}, {"op": "copy", "from": "/x", "path": "/y"}, {"op": "test", "path": "/y", "value": "a&b"}]"#,
+        Err("testing value /y failed: test failed"),
+    ),
+    (
+        r#"{"n": 1.5}"#,
+        r#"[{"op": "test", "path": "/n", "value": 1.50}]"#,
+        Err("testing value /n failed: test failed"),
+    ),
+    (
+        r#"{"n": 1.5}"#,
+        r#"[{"op": "test", "path": "/n", "value": 1.5}]"#,
+        Ok(r#"{"n": 1.5}"#),
+    ),
     // A `null` the patch placed is not the document's: without `value` its `test` fails.
     (
         "{}",
@@ -790,6 +833,15 @@ const KUBE_CASES: &[(&str, &str, Result<&str, &str>)] = &[
     // No operations at all: `null` decodes as an empty patch.
     (r#"{"a": 1}"#, "null", Ok(r#"{"a": 1}"#)),
 ];
+
+/// A patch given as a value (a webhook's) has no text: its strings compare as a Go client
+/// would have written them.
+#[test]
+fn a_patch_without_its_text_compares_strings_as_go_writes_them() {
+    let doc = json!({"s": "a<b", "n": 1});
+    assert!(json_patch(&doc, &json!([{"op": "test", "path": "/s", "value": "a<b"}])).is_ok());
+    assert!(json_patch(&doc, &json!([{"op": "test", "path": "/n", "value": 1.0}])).is_err());
+}
 
 #[test]
 fn kube_semantics() {
