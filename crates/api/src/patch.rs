@@ -9,18 +9,58 @@
 //! A patch that cannot be decoded, or whose directives are malformed, is a 400 BadRequest. A
 //! well-formed JSON patch that cannot be applied to this object (a missing path, a failed
 //! `test`) is a 422, as in Kubernetes. Nothing here panics on any input; the recursion depth is
-//! bounded by serde_json's nesting limit (128) on the patch.
+//! bounded by the nesting of the object and the patch (at most [`JSON_NESTING_MAX`]).
+//!
+//! ## JSON patch and merge patch as kube-apiserver applies them
+//! kube-apiserver decodes a JSON patch with evanphx/json-patch v4's `DecodePatch` and applies
+//! it with its `Apply`, and applies a merge patch with its `MergePatch`; [`json_patch`] and
+//! [`merge_patch`] give the same result document, the same success or failure, the same code
+//! and the same text (v4.13's code, ported; its tests are `patch_v4_tests.rs`):
+//! - 400 with Go's text when the body is not JSON (`invalid character ...`) or not an array of
+//!   objects (`json: cannot unmarshal number into Go value of type jsonpatch.Operation`); a
+//!   `null` body is no operations, a `null` item an operation without fields. The 413 for more
+//!   than [`JSON_PATCH_OPERATIONS_MAX`] operations comes after decoding, as in kube.
+//! - 422 `the server rejected our request due to an error in our request` with json-patch's
+//!   error as the one cause (`testing value /a failed: test failed`, `Unexpected kind: frob`,
+//!   `error in remove for path: '/x': Unable to remove nonexistent key: x: missing value`).
+//! - v4's semantics where they depart from RFC 6902: an array index is what Go's `Atoi` reads
+//!   (`01`, `+1`) and a negative one counts from the end (`/a/-1`; `add` at `-1` appends); a
+//!   missing key reads as `null`, so `replace` of a missing key adds it and `copy` from one
+//!   places `null`; an operation without `value` places `null`, and `test` without `value`
+//!   passes only on a missing key or the document's own `null`; `test` with `null` passes on a
+//!   missing key; `test` compares scalars by their text: the patch's as sent (from the body
+//!   [`apply_patch`] reads; kept beside the value only where Go would write it otherwise, so
+//!   at most the patch's size once more), the document's as Go writes it (`1.0` is not `1`,
+//!   `"a<b"` is not the document's `"a\u003cb"`, nor `"\u00e9"` its `"é"`), a copied
+//!   one as `json.Marshal` rewrites it; a patch given as a value ([`json_patch`], a webhook's)
+//!   has its strings compared as Go writes them; `add` and `remove` cannot reach the whole
+//!   document (`""`), `replace` and `test` can; a path's first part is ignored (`x/b` is `/b`)
+//!   and `~` not followed by `0` or `1` is kept; `move` removes and then adds (into its own
+//!   child it finds no destination); an unknown `op` fails when it is reached, 422.
+//! - Where v4 panics (`replace` or `test` of `""` without `value`, `test` comparing arrays with
+//!   a `null` item, writing into a copied `null`) kube-apiserver's panic recovery answers 500
+//!   `This request caused apiserver to panic. Look in the logs for details.`; so does this, as
+//!   a `Status` ([`is_json_patch_panic`]), having written nothing.
+//! - A merge patch that is not JSON, `null` or a scalar is v4's `ErrBadJSONPatch`: 400
+//!   `Invalid JSON Patch`. A merge patch drops the `null` members of objects it places whole,
+//!   within arrays too ([`merge_patch`]). A JSON or merge patch whose result is an array fails
+//!   to decode as the kind: 422 on the field `patch`, with Go's decoding error.
+//! - Not here: the 400s of the strict decoding kube runs first under `fieldValidation=Warn`
+//!   (the default) or `Strict` (`error decoding patch: json: cannot unmarshal object into Go
+//!   value of type []handlers.jsonPatchOp`) are not [`apply_patch`]'s, which answers as kube
+//!   does under `Ignore`: [`strict_decode_error`] words them, for the write path to run.
 //!
 //! ## Memory bound
 //! A patch cannot make the server hold more than `original + patch + copy limit` bytes of
-//! document (sizes as compact JSON), whatever it contains:
+//! document (sizes as Go's `encoding/json` writes them), whatever it contains:
 //! - merge and strategic merge patches only ever place values taken from the patch body, so the
 //!   result is at most the original plus the patch;
 //! - a JSON patch's `add`, `replace` and `test` values come from the patch body as well; only
 //!   `copy` duplicates what is already in the document (and so can double it per operation).
 //!   As in kube-apiserver (`JSONPatchMaxCopyBytes`, json-patch's `AccumulatedCopySizeLimit`),
-//!   the bytes all `copy` operations of one patch add are summed, measured *before* the value
-//!   is cloned, and the patch is refused with 422 once the sum passes
+//!   the bytes all `copy` operations of one patch add are summed (as json-patch counts them:
+//!   the value as Go's `encoding/json` writes it), measured *before* the value is cloned, and
+//!   the patch is refused with 422 once the sum passes
 //!   [`PatchLimits::copy_bytes_max`] (default [`JSON_PATCH_COPY_BYTES_MAX`], 3 MiB). So after
 //!   every operation the document is at most `original + patch + copy_bytes_max` bytes.
 //!
@@ -52,15 +92,22 @@
 //! `$deleteFromPrimitiveList/<field>` and `$setElementOrder/<field>` (used to order the merged
 //! list). As in Kubernetes, strategic merge patch is refused (415) for custom resources;
 //! `kubectl apply` sends them a JSON merge patch instead.
+//!
+//! Its refusals carry apimachinery's texts where the condition is the same (`unknown patch
+//! type: explode in map: map[$patch:explode]`, `map: map[image:x] does not contain declared
+//! merge key: name`, `invalid patch format of retainKeys`, `expected a []interface {}, but
+//! received a string`, Go's decoding error for a body that is not an object), all 400: kube
+//! answers the retainKeys one 400 and the others, which carry no status of their own, 500
+//! (reason `Unknown`). Not as in kube: `$patch: merge` is accepted (kube refuses it on a map,
+//! `unknown patch type: merge`, and in a list, `merging lists cannot yet be specified in the
+//! patch`).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use serde_json::{Map, Value};
 
 use crate::apply::typed::Ty;
 use crate::error::ApiError;
-use crate::field::json_equal;
-use crate::json_pointer::parse_pointer;
 use crate::names::type_name;
 use crate::resources::ResourceDef;
 
@@ -143,24 +190,6 @@ pub fn is_copy_limit_refusal(error: &ApiError) -> bool {
             })
 }
 
-/// The size of a value as compact JSON, counted without building the text.
-pub(crate) fn json_size(value: &Value) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    // Writing a `Value` to a sink that never fails cannot fail.
-    let _ = serde_json::to_writer(&mut count, value);
-    count.0
-}
-
 /// The kind of PATCH body, from its `Content-Type`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PatchType {
@@ -205,6 +234,58 @@ impl PatchType {
             PatchType::StrategicMerge => "application/strategic-merge-patch+json",
             PatchType::Apply => "application/apply-patch+yaml",
         }
+    }
+}
+
+/// The 400 kube-apiserver answers before it applies a JSON or merge patch when
+/// `fieldValidation` is `Warn` (its default) or `Strict`: it first decodes the body strictly
+/// (`kjson.UnmarshalStrict`) into its operation type (`[]handlers.jsonPatchOp`: `op`, `path`
+/// and `from` strings) or a map, and refuses what does not decode, `error decoding patch: json:
+/// cannot unmarshal number into Go struct field jsonPatchOp.op of type string`. `None` when the
+/// body decodes (its unknown and repeated fields are warnings or the strict 422, not this), and
+/// for the other patch types. The caller runs it where kube does, on the current object (after
+/// a 404), before [`apply_patch`]; with `fieldValidation=Ignore` kube skips it and
+/// [`apply_patch`] answers v4's own refusals.
+#[must_use]
+pub fn strict_decode_error(patch_type: PatchType, body: &[u8]) -> Option<ApiError> {
+    let refuse = |cause: String| {
+        Some(ApiError::bad_request(format!(
+            "error decoding patch: {cause}"
+        )))
+    };
+    let cannot = |value: &Value, go_type: &str| {
+        format!(
+            "json: cannot unmarshal {} into Go value of type {go_type}",
+            crate::go_json::go_kind(value)
+        )
+    };
+    if !matches!(patch_type, PatchType::Json | PatchType::Merge) {
+        return None;
+    }
+    let value = match crate::go_json::parse(body) {
+        Ok(value) => value,
+        Err(error) => {
+            return refuse(crate::go_json::syntax_error(body).unwrap_or_else(|| error.to_string()));
+        }
+    };
+    match (patch_type, &value) {
+        (_, Value::Null) | (PatchType::Merge, Value::Object(_)) => None,
+        (PatchType::Merge, other) => refuse(cannot(other, "map[string]interface {}")),
+        (_, Value::Array(operations)) => operations.iter().find_map(|operation| match operation {
+            Value::Null => None,
+            Value::Object(fields) => ["from", "op", "path"].into_iter().find_map(|name| {
+                let field = fields.get(name)?;
+                (!field.is_string() && !field.is_null()).then(|| {
+                    format!(
+                        "json: cannot unmarshal {} into Go struct field jsonPatchOp.{name} of type string",
+                        crate::go_json::go_kind(field)
+                    )
+                })
+            }),
+            other => Some(cannot(other, "handlers.jsonPatchOp")),
+        })
+        .and_then(refuse),
+        (_, other) => refuse(cannot(other, "[]handlers.jsonPatchOp")),
     }
 }
 
@@ -276,14 +357,31 @@ fn patched(
             ));
         }
         PatchType::Merge => {
-            let patch = decode(def, patch, "merge patch")?;
+            // v4's `MergePatch`: a body that is not JSON, `null` or a scalar is its
+            // `ErrBadJSONPatch`, which kube answers 400.
+            let patch = match decode(def, patch) {
+                Ok(patch @ (Value::Object(_) | Value::Array(_))) => patch,
+                _ => return Err(ApiError::bad_request("Invalid JSON Patch")),
+            };
             let mut target = original.clone();
             merge_patch(&mut target, patch);
             target
         }
         PatchType::Json => {
-            let patch = decode(def, patch, "JSON patch")?;
-            json_patch_with_limits(original, &patch, limits)?
+            // v4's `DecodePatch`: Go's error for a body that is not JSON. Its numbers keep
+            // their literal's reading, which `test` compares (`1.0` is not `1`); a custom
+            // resource's are read back once placed (see `decode`).
+            let patch_bytes = patch;
+            let patch = crate::go_json::parse(patch).map_err(|error| {
+                ApiError::bad_request(
+                    crate::go_json::syntax_error(patch).unwrap_or_else(|| error.to_string()),
+                )
+            })?;
+            let mut result = json_patch_sent(original, &patch, Some(patch_bytes), limits)?;
+            if !def.is_builtin() {
+                read_back_numbers(&mut result);
+            }
+            result
         }
         PatchType::StrategicMerge => {
             if !def.is_builtin() {
@@ -292,15 +390,37 @@ fn patched(
                     "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
                 ));
             }
-            let patch = decode(def, patch, "strategic merge patch")?;
+            // kube's `UnmarshalCaseSensitivePreserveInts`: Go's error; numbers read back, as
+            // kube converts the merged map into the kind's Go type (`applyPatchToObject`: the
+            // converter sets an integer field from an integral float64).
+            let patch = crate::go_json::parse_read_back(patch).map_err(|error| {
+                ApiError::bad_request(
+                    crate::go_json::syntax_error(patch).unwrap_or_else(|| error.to_string()),
+                )
+            })?;
             strategic_merge_patch(original, &patch, crate::apply::schema_root(def, None))?
         }
     };
     if !result.is_object() {
-        return Err(ApiError::bad_request(format!(
-            "the patched object must be a JSON object, not {}",
-            type_name(&result)
-        )));
+        // kube decodes the patched bytes into the kind: an array (a merge patch that is one, a
+        // JSON patch replacing the whole document with one) fails there, 422 on `patch`.
+        let text = result.to_string();
+        let why = crate::go_json::decode(text.as_bytes())
+            .err()
+            .unwrap_or_else(|| {
+                format!(
+                    "the patched object must be a JSON object, not {}",
+                    type_name(&result)
+                )
+            });
+        return Err(ApiError::invalid_unnamed(vec![(
+            "patch".to_owned(),
+            format!(
+                "Invalid value: {}: {why}",
+                watchkeeper_core::gotext::go_quote(&text)
+            ),
+            "FieldValueInvalid".to_owned(),
+        )]));
     }
     // A merge patch's numbers stand in the result where they stood in the patch, a JSON
     // patch's under the operation that placed them: a float in an integer field is judged by
@@ -314,56 +434,104 @@ fn patched(
     Ok((result, pruning))
 }
 
-/// A patch's JSON. Its numbers are read as kube's storage round trip leaves them
-/// ([`crate::go_json::ReadBack`]: `2.0` is 2) for a custom resource, whose patched object kube
-/// stores and reads back so, and for a strategic merge patch, which kube decodes into a map
-/// and converts into the kind's Go type (`applyPatchToObject`: the converter sets an integer
-/// field from an integral float64). A built-in kind's merge or JSON patch keeps the literal's
-/// reading: kube decodes the patched bytes into the Go type, which refuses `2.0` in an integer
-/// field.
-fn decode(def: &ResourceDef, bytes: &[u8], what: &str) -> Result<Value, ApiError> {
-    let read_back = !def.is_builtin() || what == "strategic merge patch";
-    let parsed = if read_back {
-        crate::go_json::parse_read_back(bytes)
-    } else {
-        crate::go_json::parse(bytes)
-    };
-    parsed.map_err(|e| ApiError::bad_request(format!("error decoding {what}: {e}")))
-}
-
-/// RFC 7386 JSON merge patch, in place. The patch's keys and values are moved into the
-/// target, not copied; a key the target has is looked up, not made again.
-pub fn merge_patch(target: &mut Value, patch: Value) {
-    let Value::Object(patch) = patch else {
-        *target = patch;
-        return;
-    };
-    if !target.is_object() {
-        *target = Value::Object(Map::new());
-    }
-    if let Value::Object(map) = target {
-        for (key, value) in patch {
-            if value.is_null() {
-                map.remove(&key);
-            } else if let Some(slot) = map.get_mut(&key) {
-                merge_patch(slot, value);
-            } else {
-                merge_patch(map.entry(key).or_insert(Value::Null), value);
+/// Every number of `value` as kube's storage round trip leaves it ([`crate::go_json::ReadBack`]:
+/// `1.0` is 1, `12345678901234567890` a float), walked without recursion.
+fn read_back_numbers(value: &mut Value) {
+    let mut pending = vec![value];
+    while let Some(value) = pending.pop() {
+        match value {
+            Value::Number(number) if !number.is_i64() => {
+                #[allow(clippy::cast_precision_loss)]
+                let float = number
+                    .as_u64()
+                    .map_or_else(|| number.as_f64().unwrap_or_default(), |u| u as f64);
+                if let Some(integer) = watchkeeper_core::gonum::read_back_integer(float) {
+                    *value = Value::from(integer);
+                } else if let Some(float) = serde_json::Number::from_f64(float) {
+                    *value = Value::Number(float);
+                }
             }
+            Value::Array(items) => pending.extend(items.iter_mut()),
+            Value::Object(map) => pending.extend(map.values_mut()),
+            _ => {}
         }
     }
 }
 
+/// A merge patch's JSON. Its numbers are read as kube's storage round trip leaves them
+/// ([`crate::go_json::ReadBack`]: `2.0` is 2) for a custom resource, whose patched object kube
+/// stores and reads back so. A built-in kind's keep the literal's reading: kube decodes the
+/// patched bytes into the Go type, which refuses `2.0` in an integer field.
+fn decode(def: &ResourceDef, bytes: &[u8]) -> Result<Value, serde_json::Error> {
+    if def.is_builtin() {
+        crate::go_json::parse(bytes)
+    } else {
+        crate::go_json::parse_read_back(bytes)
+    }
+}
+
+/// RFC 7386 JSON merge patch, in place, as evanphx/json-patch v4's `MergePatch` merges (which
+/// kube-apiserver uses): a `null` member deletes the key; an object merges into an object;
+/// anything else replaces the value. Where a value is placed whole because the target has no
+/// object there (a new key, a `null`, a scalar or an array), v4 drops the `null` members of
+/// the objects within it, also inside arrays (`{"a": [{"b": null}]}` places `[{}]`); an
+/// array replacing an object keeps them. A patch that is not an object replaces the target
+/// (an array with those `null` members dropped).
+pub fn merge_patch(target: &mut Value, patch: Value) {
+    match (target, patch) {
+        (Value::Object(map), Value::Object(patch)) => merge_members(map, patch),
+        (target, mut patch) => {
+            prune_nulls(&mut patch);
+            *target = patch;
+        }
+    }
+}
+
+/// v4's `mergeDocs`. The patch's keys and values are moved into the target, not copied.
+fn merge_members(map: &mut Map<String, Value>, patch: Map<String, Value>) {
+    for (key, value) in patch {
+        if value.is_null() {
+            map.remove(&key);
+            continue;
+        }
+        // A new key is a nil node to v4, as a `null` is.
+        let slot = map.entry(key).or_insert(Value::Null);
+        if let Value::Object(current) = &mut *slot {
+            match value {
+                Value::Object(patch) => merge_members(current, patch),
+                other => *slot = other,
+            }
+        } else {
+            let mut value = value;
+            prune_nulls(&mut value);
+            *slot = value;
+        }
+    }
+}
+
+/// v4's `pruneNulls`: drops the `null` members of every object within `value` (an array keeps
+/// its `null` items).
+fn prune_nulls(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.retain(|_, member| !member.is_null());
+            map.values_mut().for_each(prune_nulls);
+        }
+        Value::Array(items) => items.iter_mut().for_each(prune_nulls),
+        _ => {}
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
-// RFC 6902
+// RFC 6902, as evanphx/json-patch v4 applies it
 
 /// A JSON patch operation that does not apply, as kube-apiserver answers it
 /// (`NewGenericServerResponse(422, ...)`): its generic message, and json-patch's explanation
 /// as the one cause (`UnexpectedServerResponse`).
-fn unprocessable(message: String) -> ApiError {
+fn unprocessable(message: impl Into<String>) -> ApiError {
     ApiError {
         details: Some(serde_json::json!({"causes": [
-            {"reason": "UnexpectedServerResponse", "message": message}
+            {"reason": "UnexpectedServerResponse", "message": message.into()}
         ]})),
         ..ApiError::new(
             422,
@@ -373,92 +541,799 @@ fn unprocessable(message: String) -> ApiError {
     }
 }
 
-/// An array index token: digits without a leading zero.
-fn parse_index(token: &str) -> Option<usize> {
-    if token.is_empty()
-        || !token.bytes().all(|b| b.is_ascii_digit())
-        || (token.len() > 1 && token.starts_with('0'))
-    {
-        return None;
+/// Where json-patch v4 panics (a nil pointer or a nil map met on the way), kube-apiserver's
+/// panic recovery answers 500 `This request caused apiserver to panic. Look in the logs for
+/// details.`; the same answer here (as a `Status`, with Go's panic as the cause), and nothing
+/// is written.
+fn panicked(cause: &str) -> ApiError {
+    ApiError {
+        details: Some(serde_json::json!({"causes": [{"message": cause}]})),
+        ..ApiError::new(
+            500,
+            "InternalError",
+            "This request caused apiserver to panic. Look in the logs for details.",
+        )
     }
-    token.parse().ok()
 }
 
-fn pointer_get<'a>(doc: &'a Value, tokens: &[String]) -> Option<&'a Value> {
-    tokens.iter().try_fold(doc, |value, token| match value {
-        Value::Object(map) => map.get(token),
-        Value::Array(items) => parse_index(token).and_then(|i| items.get(i)),
-        _ => None,
+/// Whether `error` is the 500 of a JSON patch on which json-patch v4 panics (see
+/// [`json_patch`]): a faithful answer, not a fault of this server.
+#[must_use]
+pub fn is_json_patch_panic(error: &ApiError) -> bool {
+    error.code == 500
+        && error.message == "This request caused apiserver to panic. Look in the logs for details."
+}
+
+const NIL_POINTER: &str = "runtime error: invalid memory address or nil pointer dereference";
+const NIL_MAP: &str = "assignment to entry in nil map";
+
+/// Why an operation stopped: json-patch's error text, or a Go panic.
+enum Stop {
+    Error(String),
+    Panic(&'static str),
+}
+
+impl Stop {
+    /// json-patch's `fmt.Errorf("<context>: %w", err)`.
+    fn wrap(self, context: impl std::fmt::Display) -> Stop {
+        match self {
+            Stop::Error(message) => Stop::Error(format!("{context}: {message}")),
+            panic @ Stop::Panic(_) => panic,
+        }
+    }
+
+    fn into_error(self) -> ApiError {
+        match self {
+            Stop::Error(message) => unprocessable(message),
+            Stop::Panic(cause) => panicked(cause),
+        }
+    }
+}
+
+/// A JSON value as json-patch v4 holds it while it applies a patch (its `*lazyNode`). A
+/// [`Slot`] of `None` is Go's nil pointer: a `null` the document holds, or an operation without
+/// `value`; v4 tells it apart from an operation's `"value": null` ([`Node::RawNil`]).
+#[derive(Clone, Debug)]
+enum Node {
+    /// A node whose raw text is nil: what an operation's `"value": null` places.
+    RawNil,
+    /// A boolean, number or string, and its text as v4 holds it ([`Node::text`], which `test`
+    /// compares): `raw` is the patch's text as sent, when it was read from the body; `sent`
+    /// when the patch wrote it.
+    Scalar {
+        value: Value,
+        sent: bool,
+        raw: Option<Box<str>>,
+    },
+    /// An object; `None` is Go's nil map: a copied `null`, which v4 then reads as an empty
+    /// object (and panics writing into).
+    Doc(Option<BTreeMap<String, Slot>>),
+    Ary(Vec<Slot>),
+}
+
+type Slot = Option<Node>;
+
+impl Node {
+    /// `value` as a node: `null` is Go's nil pointer.
+    fn from_value(value: &Value, sent: bool) -> Slot {
+        Some(match value {
+            Value::Null => return None,
+            Value::Object(map) => Node::Doc(Some(
+                map.iter()
+                    .map(|(key, value)| (key.clone(), Node::from_value(value, sent)))
+                    .collect(),
+            )),
+            Value::Array(items) => Node::Ary(
+                items
+                    .iter()
+                    .map(|item| Node::from_value(item, sent))
+                    .collect(),
+            ),
+            scalar => Node::Scalar {
+                value: scalar.clone(),
+                sent,
+                raw: None,
+            },
+        })
+    }
+
+    /// A scalar's text as v4 compares it (`bytes.Equal` of the compacted raw texts): the
+    /// patch's as sent; else a string as Go's `encoding/json` writes it (the document's is Go's
+    /// encoding, and a patch given as a value is taken to be a Go client's), a number the
+    /// document holds as Go writes it (`1`), one the patch sent as serde_json reads it (`1.0`).
+    fn text<'a>(value: &'a Value, sent: bool, raw: Option<&'a str>) -> std::borrow::Cow<'a, str> {
+        use std::borrow::Cow;
+        if let Some(raw) = raw {
+            return Cow::Borrowed(raw);
+        }
+        match value {
+            Value::String(text) => Cow::Owned(go_string(text)),
+            Value::Number(number) if !sent => {
+                Cow::Owned(watchkeeper_core::gonum::json_number(number))
+            }
+            other => Cow::Owned(other.to_string()),
+        }
+    }
+
+    fn into_value(slot: Slot) -> Value {
+        match slot {
+            None | Some(Node::RawNil | Node::Doc(None)) => Value::Null,
+            Some(Node::Scalar { value, .. }) => value,
+            Some(Node::Doc(Some(map))) => Value::Object(
+                map.into_iter()
+                    .map(|(key, slot)| (key, Node::into_value(slot)))
+                    .collect(),
+            ),
+            Some(Node::Ary(items)) => {
+                Value::Array(items.into_iter().map(Node::into_value).collect())
+            }
+        }
+    }
+
+    /// What v4's `deepCopy` makes of `slot` (it marshals and reads back): a nil pointer stays
+    /// nil; a `null` node becomes a node holding the text `null` (a nil map); a `null` within
+    /// becomes a nil pointer.
+    fn deep_copy(slot: Option<&Node>) -> Slot {
+        fn within(slot: &Slot) -> Slot {
+            match slot {
+                None | Some(Node::RawNil | Node::Doc(None)) => None,
+                Some(node) => Node::deep_copy(Some(node)),
+            }
+        }
+        Some(match slot? {
+            Node::RawNil | Node::Doc(None) => Node::Doc(None),
+            // `json.Marshal` of a raw text escapes `<`, `>`, `&`, U+2028 and U+2029 in it.
+            Node::Scalar { value, sent, raw } => Node::Scalar {
+                value: value.clone(),
+                sent: *sent,
+                raw: raw.as_deref().map(|raw| html_escaped(raw).into()),
+            },
+            Node::Doc(Some(map)) => Node::Doc(Some(
+                map.iter()
+                    .map(|(key, slot)| (key.clone(), within(slot)))
+                    .collect(),
+            )),
+            Node::Ary(items) => Node::Ary(items.iter().map(within).collect()),
+        })
+    }
+
+    /// How many objects and arrays `slot` nests at its deepest, counted without recursion.
+    fn nesting(slot: Option<&Node>) -> usize {
+        let mut deepest = 0;
+        let mut pending: Vec<(&Node, usize)> = slot.into_iter().map(|node| (node, 0)).collect();
+        while let Some((node, above)) = pending.pop() {
+            let children: Box<dyn Iterator<Item = &Slot>> = match node {
+                Node::Doc(Some(map)) => Box::new(map.values()),
+                Node::Ary(items) => Box::new(items.iter()),
+                _ => continue,
+            };
+            deepest = deepest.max(above + 1);
+            pending.extend(children.flatten().map(|child| (child, above + 1)));
+        }
+        deepest
+    }
+
+    /// The bytes v4's `deepCopy` counts for `slot`: its length as Go's `json.Marshal` writes
+    /// it (strings HTML-escaped), counted without writing it; a nil pointer counts 0.
+    fn copy_size(slot: Option<&Node>) -> usize {
+        fn size(slot: Option<&Node>) -> usize {
+            match slot {
+                None | Some(Node::RawNil | Node::Doc(None)) => 4,
+                Some(Node::Scalar { raw: Some(raw), .. }) => html_escaped(raw).len(),
+                Some(Node::Scalar { value, sent, .. }) => match value {
+                    Value::String(text) => go_string_size(text),
+                    other => Node::text(other, *sent, None).len(),
+                },
+                Some(Node::Doc(Some(map))) => {
+                    2 + map.len().saturating_sub(1)
+                        + map
+                            .iter()
+                            .map(|(key, slot)| go_string_size(key) + 1 + size(slot.as_ref()))
+                            .sum::<usize>()
+                }
+                Some(Node::Ary(items)) => {
+                    2 + items.len().saturating_sub(1)
+                        + items.iter().map(|slot| size(slot.as_ref())).sum::<usize>()
+                }
+            }
+        }
+        slot.map_or(0, |node| size(Some(node)))
+    }
+}
+
+/// The length of `text` as Go's `encoding/json` writes a string: quoted, `<`, `>`, `&`,
+/// U+2028 and U+2029 as `\uXXXX`, control characters escaped.
+fn go_string_size(text: &str) -> usize {
+    2 + text
+        .chars()
+        .map(|c| match c {
+            '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
+            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => 6,
+            c if u32::from(c) < 0x20 => 6,
+            c => c.len_utf8(),
+        })
+        .sum::<usize>()
+}
+
+/// `text` as Go's `encoding/json` writes a string (HTML-escaped, as `json.Marshal` does).
+fn go_string(text: &str) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(go_string_size(text));
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c if u32::from(c) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A raw JSON text as `json.Marshal` writes a `json.RawMessage` (`compact` with HTML
+/// escaping): `<`, `>`, `&`, U+2028 and U+2029 as `\uXXXX`.
+fn html_escaped(raw: &str) -> std::borrow::Cow<'_, str> {
+    use std::fmt::Write as _;
+    if !raw.contains(['<', '>', '&', '\u{2028}', '\u{2029}']) {
+        return std::borrow::Cow::Borrowed(raw);
+    }
+    let mut out = String::with_capacity(raw.len() + 16);
+    for c in raw.chars() {
+        match c {
+            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// json-patch v4's `lazyNode.equal`: `node` (the document's) against `other` (the
+/// operation's). Scalars compare by their text ([`Node::text`]); a `null` in either of two
+/// arrays compared item by item panics in v4.
+fn nodes_equal(node: &Node, other: &Node) -> Result<bool, Stop> {
+    Ok(match (node, other) {
+        (Node::RawNil, Node::RawNil) => true,
+        (
+            Node::Scalar { value, sent, raw },
+            Node::Scalar {
+                value: other_value,
+                sent: other_sent,
+                raw: other_raw,
+            },
+        ) => {
+            Node::text(value, *sent, raw.as_deref())
+                == Node::text(other_value, *other_sent, other_raw.as_deref())
+        }
+        (Node::RawNil | Node::Scalar { .. }, _) => false,
+        (Node::Doc(map), Node::Doc(other_map)) => {
+            let empty = BTreeMap::new();
+            let map = map.as_ref().unwrap_or(&empty);
+            let other_map = other_map.as_ref().unwrap_or(&empty);
+            if map.len() != other_map.len() {
+                return Ok(false);
+            }
+            for (key, slot) in map {
+                let Some(other_slot) = other_map.get(key) else {
+                    return Ok(false);
+                };
+                match (slot, other_slot) {
+                    (None, None) => {}
+                    (Some(node), Some(other)) => {
+                        if !nodes_equal(node, other)? {
+                            return Ok(false);
+                        }
+                    }
+                    _ => return Ok(false),
+                }
+            }
+            true
+        }
+        (Node::Doc(_), _) => false,
+        (Node::Ary(items), Node::Ary(other_items)) => {
+            if items.len() != other_items.len() {
+                return Ok(false);
+            }
+            for (slot, other_slot) in items.iter().zip(other_items) {
+                let (Some(node), Some(other)) = (slot, other_slot) else {
+                    return Err(Stop::Panic(NIL_POINTER));
+                };
+                if !nodes_equal(node, other)? {
+                    return Ok(false);
+                }
+            }
+            true
+        }
+        (Node::Ary(_), _) => false,
     })
 }
 
-fn pointer_get_mut<'a>(doc: &'a mut Value, tokens: &[String]) -> Option<&'a mut Value> {
-    let mut value = doc;
-    for token in tokens {
-        value = match value {
-            Value::Object(map) => map.get_mut(token)?,
-            Value::Array(items) => items.get_mut(parse_index(token)?)?,
-            _ => return None,
-        };
+/// Go's `strconv.Atoi` (64-bit `int`), with its error text.
+fn atoi(key: &str) -> Result<i64, String> {
+    let digits = key.strip_prefix(['+', '-']).unwrap_or(key);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "strconv.Atoi: parsing {}: invalid syntax",
+            watchkeeper_core::gotext::go_quote(key)
+        ));
     }
-    Some(value)
+    key.trim_start_matches('+').parse::<i64>().map_err(|_| {
+        format!(
+            "strconv.Atoi: parsing {}: value out of range",
+            watchkeeper_core::gotext::go_quote(key)
+        )
+    })
 }
 
-fn pointer_add(doc: &mut Value, path: &str, tokens: &[String], value: Value) -> Result<(), String> {
-    let Some((last, parent)) = tokens.split_last() else {
-        *doc = value;
-        return Ok(());
+fn invalid_index(index: i64) -> Stop {
+    Stop::Error(format!(
+        "Unable to access invalid index: {index}: invalid index referenced"
+    ))
+}
+
+/// The item an index token names in an array of `len` items (v4's `partialArray.get`: Go's
+/// `Atoi`, so `+1` and `01` too, and a negative index counts from the end).
+fn item_index(len: usize, key: &str) -> Result<usize, Stop> {
+    let index = atoi(key).map_err(Stop::Error)?;
+    let len = i64::try_from(len).unwrap_or(i64::MAX);
+    let at = if index < 0 {
+        if index < -len {
+            return Err(invalid_index(index));
+        }
+        index + len
+    } else {
+        index
     };
-    let parent = pointer_get_mut(doc, parent)
-        .ok_or_else(|| format!("the parent of path {path:?} does not exist"))?;
-    match parent {
-        Value::Object(map) => {
-            map.insert(last.clone(), value);
+    if at >= len {
+        return Err(invalid_index(index));
+    }
+    usize::try_from(at).map_err(|_| invalid_index(index))
+}
+
+/// v4's `container.get`: a missing key of an object is a nil node, not an error.
+fn container_get<'a>(container: &'a Node, key: &str) -> Result<Option<&'a Node>, Stop> {
+    match container {
+        Node::Ary(items) => Ok(items[item_index(items.len(), key)?].as_ref()),
+        Node::Doc(map) => Ok(map.as_ref().and_then(|map| map.get(key)?.as_ref())),
+        _ => Ok(None),
+    }
+}
+
+fn container_get_mut<'a>(container: &'a mut Node, key: &str) -> Option<&'a mut Node> {
+    match container {
+        Node::Ary(items) => {
+            let at = item_index(items.len(), key).ok()?;
+            items[at].as_mut()
+        }
+        Node::Doc(map) => map.as_mut()?.get_mut(key)?.as_mut(),
+        _ => None,
+    }
+}
+
+/// v4's `container.set` (`replace`, after `get` found the key or index) and, `add`, its
+/// `container.add`: an object's key is set either way; `add` inserts into an array (`-` or
+/// an index up to its length, negative from the end), `set` overwrites.
+fn container_put(container: &mut Node, key: &str, value: Slot, insert: bool) -> Result<(), Stop> {
+    match container {
+        Node::Doc(Some(map)) => {
+            map.insert(key.to_owned(), value);
             Ok(())
         }
-        Value::Array(items) => {
-            if last == "-" {
+        Node::Doc(None) => Err(Stop::Panic(NIL_MAP)),
+        Node::Ary(items) if !insert => {
+            let at = item_index(items.len(), key)?;
+            items[at] = value;
+            Ok(())
+        }
+        Node::Ary(items) => {
+            if key == "-" {
                 items.push(value);
                 return Ok(());
             }
-            match parse_index(last) {
-                Some(index) if index <= items.len() => {
-                    items.insert(index, value);
-                    Ok(())
-                }
-                _ => Err(format!(
-                    "path {path:?}: index {last:?} is out of range for an array of {} items",
-                    items.len()
-                )),
+            let index = atoi(key).map_err(|error| {
+                Stop::Error(format!(
+                    "value was not a proper array index: '{key}': {error}"
+                ))
+            })?;
+            let size = i64::try_from(items.len()).unwrap_or(i64::MAX) + 1;
+            if index >= size || index < -size {
+                return Err(invalid_index(index));
+            }
+            let at = if index < 0 { index + size } else { index };
+            items.insert(
+                usize::try_from(at).map_err(|_| invalid_index(index))?,
+                value,
+            );
+            Ok(())
+        }
+        _ => Err(Stop::Panic(NIL_POINTER)),
+    }
+}
+
+/// v4's `container.remove`.
+fn container_remove(container: &mut Node, key: &str) -> Result<Slot, Stop> {
+    match container {
+        Node::Ary(items) => {
+            let at = item_index(items.len(), key)?;
+            Ok(items.remove(at))
+        }
+        Node::Doc(map) => map.as_mut().and_then(|map| map.remove(key)).ok_or_else(|| {
+            Stop::Error(format!(
+                "Unable to remove nonexistent key: {key}: missing value"
+            ))
+        }),
+        _ => Err(Stop::Panic(NIL_POINTER)),
+    }
+}
+
+/// RFC 6901's unescaping as v4 does it (`~1` then `~0`, in one pass); any other `~` is kept.
+fn decode_key(token: &str) -> String {
+    let mut out = String::with_capacity(token.len());
+    let mut rest = token;
+    while let Some(at) = rest.find('~') {
+        out.push_str(&rest[..at]);
+        match rest.as_bytes().get(at + 1) {
+            Some(b'1') => {
+                out.push('/');
+                rest = &rest[at + 2..];
+            }
+            Some(b'0') => {
+                out.push('~');
+                rest = &rest[at + 2..];
+            }
+            _ => {
+                out.push('~');
+                rest = &rest[at + 1..];
             }
         }
-        other => Err(format!(
-            "path {path:?}: cannot add a member to {}",
-            type_name(other)
+    }
+    out.push_str(rest);
+    out
+}
+
+/// v4's `findObject`: the container the last token of `path` is a key of, and that key. The
+/// path is split at every `/` and its first part ignored (`a/b` is `/b`); `""` and a path
+/// without `/` find nothing; every step must be an object or array (a missing key, a `null`,
+/// a scalar or a bad index finds nothing).
+fn split_path(path: &str) -> Option<(Vec<String>, String)> {
+    let mut parts: Vec<&str> = path.split('/').collect();
+    if parts.len() < 2 {
+        return None;
+    }
+    let key = decode_key(parts.pop()?);
+    Some((
+        parts[1..].iter().map(|part| decode_key(part)).collect(),
+        key,
+    ))
+}
+
+fn find_object<'a>(doc: &'a Node, path: &str) -> Option<(&'a Node, String)> {
+    let (steps, key) = split_path(path)?;
+    let mut container = doc;
+    for step in &steps {
+        container = match container_get(container, step) {
+            Ok(Some(next @ (Node::Doc(_) | Node::Ary(_)))) => next,
+            _ => return None,
+        };
+    }
+    Some((container, key))
+}
+
+fn find_object_mut<'a>(doc: &'a mut Node, path: &str) -> Option<(&'a mut Node, String)> {
+    let (steps, key) = split_path(path)?;
+    let mut container = doc;
+    for step in &steps {
+        container = match container_get_mut(container, step) {
+            Some(next @ (Node::Doc(_) | Node::Ary(_))) => next,
+            _ => return None,
+        };
+    }
+    Some((container, key))
+}
+
+/// An operation as v4 decodes it: an object, or `None` for a `null` item (Go's nil map, in
+/// which every field is missing).
+type Operation<'a> = Option<&'a Map<String, Value>>;
+
+fn field<'a>(operation: Operation<'a>, name: &str) -> Option<&'a Value> {
+    operation?.get(name)
+}
+
+/// v4's `Operation.Kind`: `unknown` unless `op` is a string.
+fn kind(operation: Operation<'_>) -> &str {
+    match field(operation, "op") {
+        Some(Value::String(op)) => op,
+        _ => "unknown",
+    }
+}
+
+/// v4's `Operation.Path` and `Operation.From`: the string, or the error v4 returns.
+fn text_field<'a>(operation: Operation<'a>, name: &str, missing: &str) -> Result<&'a str, String> {
+    match field(operation, name) {
+        Some(Value::String(text)) => Ok(text),
+        None | Some(Value::Null) => Err(missing.to_owned()),
+        Some(other) => Err(format!(
+            "json: cannot unmarshal {} into Go value of type string",
+            crate::go_json::go_kind(other)
         )),
     }
 }
 
-fn pointer_remove(doc: &mut Value, path: &str, tokens: &[String]) -> Result<Value, String> {
-    let Some((last, parent)) = tokens.split_last() else {
-        return Err("cannot remove the whole document".to_owned());
-    };
-    let missing = || format!("path {path:?} does not exist");
-    match pointer_get_mut(doc, parent).ok_or_else(missing)? {
-        Value::Object(map) => map.remove(last).ok_or_else(missing),
-        Value::Array(items) => match parse_index(last) {
-            Some(index) if index < items.len() => Ok(items.remove(index)),
-            _ => Err(missing()),
-        },
-        _ => Err(missing()),
+fn path_of(operation: Operation<'_>) -> Result<&str, String> {
+    text_field(
+        operation,
+        "path",
+        "operation missing path field: missing value",
+    )
+}
+
+fn from_of(operation: Operation<'_>) -> Result<&str, String> {
+    text_field(
+        operation,
+        "from",
+        "operation, missing from field: missing value",
+    )
+}
+
+/// v4's `Operation.value`: a nil pointer without `value`, [`Node::RawNil`] for `null`; its
+/// scalars keep their text as sent when `raw` (the value's text in the body) reads.
+fn value_of(operation: Operation<'_>, raw: Option<&[u8]>) -> Slot {
+    match field(operation, "value")? {
+        Value::Null => Some(Node::RawNil),
+        value => raw
+            .and_then(|raw| {
+                let mut at = 0;
+                let node = raw_node(raw, &mut at)?;
+                (skip_space(raw, at) == raw.len()).then_some(node)
+            })
+            .unwrap_or_else(|| Node::from_value(value, true)),
     }
 }
 
-/// Applies an RFC 6902 JSON patch to a copy of `original`.
+fn skip_space(body: &[u8], mut at: usize) -> usize {
+    while body
+        .get(at)
+        .is_some_and(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+    {
+        at += 1;
+    }
+    at
+}
+
+/// The end (past the closing quote) of the string starting at `at`.
+fn string_end(body: &[u8], at: usize) -> Option<usize> {
+    let mut i = at + 1;
+    while i < body.len() {
+        match body[i] {
+            b'\\' => i += 2,
+            b'"' => return Some(i + 1),
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+/// The end of the JSON value starting at `at` (a text serde_json read), without recursion.
+fn value_end(body: &[u8], at: usize) -> Option<usize> {
+    match body.get(at)? {
+        b'"' => string_end(body, at),
+        b'{' | b'[' => {
+            let (mut depth, mut i) = (0usize, at);
+            while i < body.len() {
+                match body[i] {
+                    b'"' => {
+                        i = string_end(body, i)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth = depth.checked_sub(1)?;
+                        if depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+            None
+        }
+        _ => {
+            let mut i = at;
+            while i < body.len()
+                && !matches!(body[i], b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')
+            {
+                i += 1;
+            }
+            Some(i)
+        }
+    }
+}
+
+/// Where each operation's `value` is in a JSON patch's text (the last one, as Go keeps it),
+/// in one pass; `None` when the text does not read so (a value is then taken as parsed).
+fn value_spans(body: &[u8]) -> Option<Vec<Option<(usize, usize)>>> {
+    let mut spans = Vec::new();
+    let mut at = skip_space(body, 0);
+    if body.get(at)? != &b'[' {
+        return None;
+    }
+    at += 1;
+    loop {
+        at = skip_space(body, at);
+        if body.get(at)? == &b']' {
+            return Some(spans);
+        }
+        let mut span = None;
+        if body[at] == b'{' {
+            at += 1;
+            loop {
+                at = skip_space(body, at);
+                if body.get(at)? == &b'}' {
+                    at += 1;
+                    break;
+                }
+                let end = string_end(body, at)?;
+                let key: String = serde_json::from_slice(&body[at..end]).ok()?;
+                at = skip_space(body, end);
+                if body.get(at)? != &b':' {
+                    return None;
+                }
+                let start = skip_space(body, at + 1);
+                let end = value_end(body, start)?;
+                if key == "value" {
+                    span = Some((start, end));
+                }
+                at = skip_space(body, end);
+                match body.get(at)? {
+                    b',' => at += 1,
+                    b'}' => {
+                        at += 1;
+                        break;
+                    }
+                    _ => return None,
+                }
+            }
+        } else {
+            at = value_end(body, at)?;
+        }
+        spans.push(span);
+        at = skip_space(body, at);
+        match body.get(at)? {
+            b',' => at += 1,
+            b']' => return Some(spans),
+            _ => return None,
+        }
+    }
+}
+
+/// The value whose text starts at `at` (after spaces), its scalars keeping their text as
+/// sent; `None` when a part does not read (the parsed value is taken instead).
+fn raw_node(body: &[u8], at: &mut usize) -> Option<Slot> {
+    *at = skip_space(body, *at);
+    match body.get(*at)? {
+        b'{' => {
+            *at += 1;
+            let mut map = BTreeMap::new();
+            loop {
+                *at = skip_space(body, *at);
+                if body.get(*at)? == &b'}' {
+                    *at += 1;
+                    break;
+                }
+                let end = string_end(body, *at)?;
+                let key: String = serde_json::from_slice(&body[*at..end]).ok()?;
+                *at = skip_space(body, end);
+                if body.get(*at)? != &b':' {
+                    return None;
+                }
+                *at += 1;
+                let child = raw_node(body, at)?;
+                map.insert(key, child);
+                *at = skip_space(body, *at);
+                match body.get(*at)? {
+                    b',' => *at += 1,
+                    b'}' => {
+                        *at += 1;
+                        break;
+                    }
+                    _ => return None,
+                }
+            }
+            Some(Some(Node::Doc(Some(map))))
+        }
+        b'[' => {
+            *at += 1;
+            let mut items = Vec::new();
+            loop {
+                *at = skip_space(body, *at);
+                if body.get(*at)? == &b']' {
+                    *at += 1;
+                    break;
+                }
+                items.push(raw_node(body, at)?);
+                *at = skip_space(body, *at);
+                match body.get(*at)? {
+                    b',' => *at += 1,
+                    b']' => {
+                        *at += 1;
+                        break;
+                    }
+                    _ => return None,
+                }
+            }
+            Some(Some(Node::Ary(items)))
+        }
+        _ => {
+            let end = value_end(body, *at)?;
+            let raw = std::str::from_utf8(&body[*at..end]).ok()?;
+            let value: Value = serde_json::from_str(raw).ok()?;
+            *at = end;
+            // A string sent as Go writes it (the common case) keeps no second copy of its text.
+            let as_go_writes = |text: &str| {
+                raw.len() == text.len() + 2
+                    && raw.get(1..raw.len() - 1) == Some(text)
+                    && go_string_size(text) == raw.len()
+            };
+            let raw = match &value {
+                Value::Null => return Some(None),
+                Value::Object(_) | Value::Array(_) => return None,
+                Value::String(text) if as_go_writes(text) => None,
+                _ => Some(raw.into()),
+            };
+            Some(Some(Node::Scalar {
+                value,
+                sent: true,
+                raw,
+            }))
+        }
+    }
+}
+
+/// v4's `DecodePatch` of an already parsed body: an array of objects (a `null` item is an
+/// operation without fields; `null` itself no operations), else Go's 400.
+fn decode_operations(patch: &Value) -> Result<Vec<Operation<'_>>, ApiError> {
+    let cannot = |value: &Value, go_type: &str| {
+        ApiError::bad_request(format!(
+            "json: cannot unmarshal {} into Go value of type {go_type}",
+            crate::go_json::go_kind(value)
+        ))
+    };
+    match patch {
+        Value::Null => Ok(Vec::new()),
+        Value::Array(items) => items
+            .iter()
+            .map(|item| match item {
+                Value::Object(operation) => Ok(Some(operation)),
+                Value::Null => Ok(None),
+                other => Err(cannot(other, "jsonpatch.Operation")),
+            })
+            .collect(),
+        other => Err(cannot(other, "jsonpatch.Patch")),
+    }
+}
+
+/// Applies an RFC 6902 JSON patch to a copy of `original`, as kube-apiserver does with
+/// evanphx/json-patch v4 (`DecodePatch`, then `Apply`; see the module docs for where v4
+/// differs from RFC 6902).
 ///
 /// # Errors
-/// 400 when the patch is not an array of well-formed operations, 413 for too many operations,
-/// 422 when an operation does not apply (missing path, failed `test`).
+/// 400 with Go's text when the patch is not an array of objects, 413 for too many operations,
+/// 422 with json-patch's text as the cause when an operation does not apply (missing path,
+/// failed `test`, unknown `op`), 500 where json-patch panics.
 pub fn json_patch(original: &Value, patch: &Value) -> Result<Value, ApiError> {
     json_patch_with_limits(original, patch, PatchLimits::default())
 }
@@ -466,136 +1341,234 @@ pub fn json_patch(original: &Value, patch: &Value) -> Result<Value, ApiError> {
 /// [`json_patch`] with explicit [`PatchLimits`].
 ///
 /// # Errors
-/// As [`json_patch`], and 422 when the copies pass [`PatchLimits::copy_bytes_max`].
+/// As [`json_patch`], and 422 when the copies pass [`PatchLimits::copy_bytes_max`] or an
+/// operation would nest the object deeper than [`JSON_NESTING_MAX`].
 pub fn json_patch_with_limits(
     original: &Value,
     patch: &Value,
     limits: PatchLimits,
 ) -> Result<Value, ApiError> {
-    let Value::Array(operations) = patch else {
-        return Err(ApiError::bad_request(format!(
-            "a JSON patch must be an array of operations, not {}",
-            type_name(patch)
-        )));
-    };
+    json_patch_sent(original, patch, None, limits)
+}
+
+/// [`json_patch_with_limits`] of the patch `patch` read from the text `body`, when there is
+/// one: its scalars are then compared by their text as sent, as v4 compares them.
+fn json_patch_sent(
+    original: &Value,
+    patch: &Value,
+    body: Option<&[u8]>,
+    limits: PatchLimits,
+) -> Result<Value, ApiError> {
+    let operations = decode_operations(patch)?;
     if operations.len() > JSON_PATCH_OPERATIONS_MAX {
         return Err(ApiError::request_entity_too_large(format!(
             "The allowed maximum operations in a JSON patch is {JSON_PATCH_OPERATIONS_MAX}, got {}",
             operations.len()
         )));
     }
-    let mut doc = original.clone();
-    let mut copied = 0usize;
-    for (index, operation) in operations.iter().enumerate() {
-        let bad = |message: String| {
-            ApiError::bad_request(format!("JSON patch operation {index}: {message}"))
-        };
-        let Value::Object(operation) = operation else {
-            return Err(bad(format!(
-                "must be an object, not {}",
-                type_name(operation)
+    let mut doc = match original {
+        Value::Object(_) | Value::Array(_) => {
+            Node::from_value(original, false).unwrap_or(Node::Doc(None))
+        }
+        Value::Null => Node::Doc(None),
+        scalar => {
+            return Err(unprocessable(format!(
+                "json: cannot unmarshal {} into Go value of type jsonpatch.partialDoc",
+                crate::go_json::go_kind(scalar)
             )));
-        };
-        let string = |key: &str| -> Result<&str, ApiError> {
-            match operation.get(key) {
-                Some(Value::String(s)) => Ok(s.as_str()),
-                Some(other) => Err(bad(format!(
-                    "{key:?} must be a string, not {}",
-                    type_name(other)
-                ))),
-                None => Err(bad(format!("missing {key:?}"))),
-            }
-        };
-        let op = string("op")?;
-        let path = string("path")?;
-        let tokens = parse_pointer(path).map_err(bad)?;
-        let value = || {
-            operation
-                .get("value")
-                .cloned()
-                .ok_or_else(|| bad(format!("{op:?} operation is missing \"value\"")))
-        };
-        let failed = |message: String| {
-            unprocessable(format!(
-                "JSON patch operation {index} ({op}) failed: {message}"
-            ))
-        };
-        // The object nests no deeper than a JSON body may (see the module docs): the value
-        // placed under `path` is measured before it is cloned or placed.
-        let within_nesting = |placed: &Value| {
-            let levels = tokens.len().saturating_add(nesting(placed));
-            if levels > JSON_NESTING_MAX {
-                return Err(failed(format!(
-                    "the object would nest {levels} levels deep at {path:?}, more than the {JSON_NESTING_MAX} a JSON body may"
-                )));
-            }
-            Ok(())
-        };
-        match op {
-            "add" => {
-                let value = value()?;
-                within_nesting(&value)?;
-                pointer_add(&mut doc, path, &tokens, value).map_err(failed)?;
-            }
-            "remove" => {
-                pointer_remove(&mut doc, path, &tokens).map_err(failed)?;
-            }
-            "replace" => {
-                let value = value()?;
-                within_nesting(&value)?;
-                let target = pointer_get_mut(&mut doc, &tokens)
-                    .ok_or_else(|| failed(format!("path {path:?} does not exist")))?;
-                *target = value;
-            }
-            "move" | "copy" => {
-                let from = string("from")?;
-                let from_tokens = parse_pointer(from).map_err(bad)?;
-                let moved = if op == "move" {
-                    if tokens.len() > from_tokens.len() && tokens.starts_with(&from_tokens) {
-                        return Err(failed(format!(
-                            "cannot move {from:?} into its own child {path:?}"
-                        )));
+        }
+    };
+    let spans = body
+        .and_then(value_spans)
+        .filter(|spans| spans.len() == operations.len());
+    let mut copied = 0usize;
+    for (index, operation) in operations.into_iter().enumerate() {
+        let raw = body.zip(spans.as_ref().and_then(|spans| spans[index]));
+        let raw = raw.map(|(body, (start, end))| &body[start..end]);
+        apply_operation(&mut doc, operation, raw, index, &mut copied, limits)?;
+    }
+    Ok(Node::into_value(Some(doc)))
+}
+
+/// One operation, as v4's `Patch.add`, `remove`, `replace`, `move`, `test` and `copy` apply it
+/// (their checks in their order, their error texts), within this crate's bounds.
+fn apply_operation(
+    doc: &mut Node,
+    operation: Operation<'_>,
+    raw: Option<&[u8]>,
+    index: usize,
+    copied: &mut usize,
+    limits: PatchLimits,
+) -> Result<(), ApiError> {
+    let op = kind(operation);
+    let fail = |message: String| unprocessable(message);
+    // The object nests no deeper than a JSON body may (see the module docs): the value placed
+    // under `path` is measured before it is cloned or placed.
+    let within_nesting = |path: &str, placed: Option<&Node>| {
+        let levels = path
+            .matches('/')
+            .count()
+            .saturating_add(Node::nesting(placed));
+        if levels > JSON_NESTING_MAX {
+            return Err(fail(format!(
+                "JSON patch operation {index} ({op}) failed: the object would nest {levels} levels deep at {path:?}, more than the {JSON_NESTING_MAX} a JSON body may"
+            )));
+        }
+        Ok(())
+    };
+    match op {
+        "add" => {
+            let path = path_of(operation)
+                .map_err(|_| fail("add operation failed to decode path: missing value".into()))?;
+            let (container, key) = find_object_mut(doc, path).ok_or_else(|| {
+                fail(format!(
+                    "add operation does not apply: doc is missing path: \"{path}\": missing value"
+                ))
+            })?;
+            let value = value_of(operation, raw);
+            within_nesting(path, value.as_ref())?;
+            container_put(container, &key, value, true)
+                .map_err(|stop| stop.wrap(format_args!("error in add for path: '{path}'")))
+                .map_err(Stop::into_error)
+        }
+        "remove" => {
+            let path = path_of(operation).map_err(|_| {
+                fail("remove operation failed to decode path: missing value".into())
+            })?;
+            let (container, key) = find_object_mut(doc, path).ok_or_else(|| {
+                fail(format!(
+                    "remove operation does not apply: doc is missing path: \"{path}\": missing value"
+                ))
+            })?;
+            container_remove(container, &key)
+                .map(drop)
+                .map_err(|stop| stop.wrap(format_args!("error in remove for path: '{path}'")))
+                .map_err(Stop::into_error)
+        }
+        "replace" => {
+            let path = path_of(operation).map_err(|error| {
+                fail(format!("replace operation failed to decode path: {error}"))
+            })?;
+            let value = value_of(operation, raw);
+            if path.is_empty() {
+                return match value {
+                    None => Err(panicked(NIL_POINTER)),
+                    Some(whole @ (Node::Doc(_) | Node::Ary(_))) => {
+                        within_nesting(path, Some(&whole))?;
+                        *doc = whole;
+                        Ok(())
                     }
-                    if tokens == from_tokens {
-                        continue;
-                    }
-                    if let Some(source) = pointer_get(&doc, &from_tokens) {
-                        within_nesting(source)?;
-                    }
-                    pointer_remove(&mut doc, from, &from_tokens).map_err(failed)?
-                } else {
-                    let source = pointer_get(&doc, &from_tokens)
-                        .ok_or_else(|| failed(format!("path {from:?} does not exist")))?;
-                    within_nesting(source)?;
-                    // Counted before the clone: a refused copy allocates nothing.
-                    copied = copied.saturating_add(json_size(source));
-                    if copied > limits.copy_bytes_max {
-                        return Err(copy_limit_exceeded(copied, limits.copy_bytes_max));
-                    }
-                    source.clone()
+                    Some(_) => Err(fail(
+                        "replace operation value must be object or array: %!w(<nil>)".into(),
+                    )),
                 };
-                pointer_add(&mut doc, path, &tokens, moved).map_err(failed)?;
             }
-            "test" => {
-                let expected = value()?;
-                match pointer_get(&doc, &tokens) {
-                    Some(actual) if json_equal(actual, &expected) => {}
-                    Some(actual) => {
-                        return Err(failed(format!(
-                            "the value at {path:?} is {actual}, not {expected}"
-                        )));
-                    }
-                    None => return Err(failed(format!("path {path:?} does not exist"))),
-                }
+            let missing = |what: &str| {
+                fail(format!(
+                    "replace operation does not apply: doc is missing {what}: {path}: missing value"
+                ))
+            };
+            let (container, key) = find_object_mut(doc, path).ok_or_else(|| missing("path"))?;
+            if container_get(container, &key).is_err() {
+                return Err(missing("key"));
             }
-            other => {
-                return Err(bad(format!(
-                    "unknown op {other:?}; expected add, remove, replace, move, copy or test"
+            within_nesting(path, value.as_ref())?;
+            container_put(container, &key, value, false)
+                .map_err(|stop| stop.wrap(format_args!("error in remove for path: '{path}'")))
+                .map_err(Stop::into_error)
+        }
+        "move" => {
+            let from = from_of(operation)
+                .map_err(|error| fail(format!("move operation failed to decode from: {error}")))?;
+            let (container, key) = find_object_mut(doc, from).ok_or_else(|| {
+                fail(format!(
+                    "move operation does not apply: doc is missing from path: {from}: missing value"
+                ))
+            })?;
+            let moved = container_remove(container, &key)
+                .map_err(|stop| stop.wrap(format_args!("error in move for path: '{key}'")))
+                .map_err(Stop::into_error)?;
+            let path = path_of(operation)
+                .map_err(|error| fail(format!("move operation failed to decode path: {error}")))?;
+            let (container, key) = find_object_mut(doc, path).ok_or_else(|| {
+                fail(format!(
+                    "move operation does not apply: doc is missing destination path: {path}: missing value"
+                ))
+            })?;
+            within_nesting(path, moved.as_ref())?;
+            container_put(container, &key, moved, true)
+                .map_err(|stop| stop.wrap(format_args!("error in move for path: '{path}'")))
+                .map_err(Stop::into_error)
+        }
+        "copy" => {
+            let from = from_of(operation)
+                .map_err(|error| fail(format!("copy operation failed to decode from: {error}")))?;
+            let (container, key) = find_object(doc, from).ok_or_else(|| {
+                fail(format!(
+                    "copy operation does not apply: doc is missing from path: {from}: missing value"
+                ))
+            })?;
+            let source = container_get(container, &key)
+                .map_err(|stop| stop.wrap(format_args!("error in copy for from: '{from}'")))
+                .map_err(Stop::into_error)?;
+            let path = path_of(operation)
+                .map_err(|_| fail("copy operation failed to decode path: missing value".into()))?;
+            if find_object(doc, path).is_none() {
+                return Err(fail(format!(
+                    "copy operation does not apply: doc is missing destination path: {path}: missing value"
                 )));
+            }
+            // Counted before the clone: a refused copy allocates nothing.
+            *copied = copied.saturating_add(Node::copy_size(source));
+            if *copied > limits.copy_bytes_max {
+                return Err(copy_limit_exceeded(*copied, limits.copy_bytes_max));
+            }
+            within_nesting(path, source)?;
+            let copy = Node::deep_copy(source);
+            let (container, key) = find_object_mut(doc, path).ok_or_else(|| {
+                fail(format!(
+                    "copy operation does not apply: doc is missing destination path: {path}: missing value"
+                ))
+            })?;
+            container_put(container, &key, copy, true)
+                .map_err(|stop| stop.wrap("error while adding value during copy"))
+                .map_err(Stop::into_error)
+        }
+        "test" => {
+            let path = path_of(operation)
+                .map_err(|error| fail(format!("test operation failed to decode path: {error}")))?;
+            let failed = || fail(format!("testing value {path} failed: test failed"));
+            let expected = value_of(operation, raw);
+            if path.is_empty() {
+                let Some(expected) = expected else {
+                    return Err(panicked(NIL_POINTER));
+                };
+                return match nodes_equal(doc, &expected) {
+                    Ok(true) => Ok(()),
+                    Ok(false) => Err(failed()),
+                    Err(stop) => Err(stop.into_error()),
+                };
+            }
+            let (container, key) = find_object(doc, path).ok_or_else(|| {
+                fail(format!(
+                    "test operation does not apply: is missing path: {path}: missing value"
+                ))
+            })?;
+            let actual = container_get(container, &key)
+                .map_err(|stop| stop.wrap(format_args!("error in test for path: '{path}'")))
+                .map_err(Stop::into_error)?;
+            match (actual, expected) {
+                (None, None | Some(Node::RawNil)) => Ok(()),
+                (None, Some(_)) | (Some(_), None) => Err(failed()),
+                (Some(actual), Some(expected)) => match nodes_equal(actual, &expected) {
+                    Ok(true) => Ok(()),
+                    Ok(false) => Err(failed()),
+                    Err(stop) => Err(stop.into_error()),
+                },
             }
         }
+        other => Err(fail(format!("Unexpected kind: {other}"))),
     }
-    Ok(doc)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -646,11 +1619,18 @@ pub fn strategic_merge_patch(
     patch: &Value,
     ty: Ty<'_>,
 ) -> Result<Value, ApiError> {
-    let Value::Object(patch) = patch else {
-        return Err(ApiError::bad_request(format!(
-            "a strategic merge patch must be a JSON object, not {}",
-            type_name(patch)
-        )));
+    // kube decodes the patch into a `map[string]interface{}`: `null` is no patch, anything
+    // else that is not an object Go's 400.
+    let empty = Map::new();
+    let patch = match patch {
+        Value::Object(patch) => patch,
+        Value::Null => &empty,
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
+                crate::go_json::go_kind(other)
+            )));
+        }
     };
     let original = match original {
         Value::Object(map) => map.clone(),
@@ -663,6 +1643,68 @@ pub fn strategic_merge_patch(
             "a strategic merge patch may not delete the whole object ($patch: delete at the root)",
         )),
     }
+}
+
+/// A refusal apimachinery's `strategicpatch` words (`mergepatch.ErrBadPatchType`,
+/// `ErrNoMergeKey`, `ErrBadArgType`, `ErrBadPatchFormatForRetainKeys`): its text, 400 (kube
+/// answers those without a status of their own 500, reason `Unknown`).
+fn smp_refusal(message: String) -> ApiError {
+    ApiError::bad_request(message)
+}
+
+/// `mergepatch.ErrBadPatchType`: `unknown patch type: X in map: map[...]`.
+fn bad_patch_type(directive: &Value, map: &Map<String, Value>) -> ApiError {
+    smp_refusal(format!(
+        "unknown patch type: {} in map: {}",
+        go_s(directive),
+        go_text(&Value::Object(map.clone()))
+    ))
+}
+
+/// A decoded JSON value as Go's `%s` prints an `interface{}` holding it: a string as it is,
+/// anything else as `%!s(int64=5)`, `%!s(bool=true)`, `%!s(<nil>)`, lists and maps item by
+/// item.
+fn go_s(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        Value::Null => "%!s(<nil>)".to_owned(),
+        Value::Bool(b) => format!("%!s(bool={b})"),
+        Value::Number(number) => match number.as_i64() {
+            Some(integer) => format!("%!s(int64={integer})"),
+            None => format!("%!s(float64={})", go_text(value)),
+        },
+        Value::Array(items) => {
+            format!("[{}]", items.iter().map(go_s).collect::<Vec<_>>().join(" "))
+        }
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            let members: Vec<String> = keys
+                .into_iter()
+                .map(|key| format!("{key}:{}", go_s(&map[key])))
+                .collect();
+            format!("map[{}]", members.join(" "))
+        }
+    }
+}
+
+/// `mergepatch.ErrBadArgType` for a value that should have been a list: `expected a
+/// []interface {}, but received a string`.
+fn not_a_list(value: &Value) -> ApiError {
+    let received = match value {
+        Value::Null => {
+            return smp_refusal("expected a []interface {}, but received a %!s(<nil>)".to_owned());
+        }
+        Value::Bool(_) => "bool",
+        Value::Number(number) if number.is_i64() => "int64",
+        Value::Number(_) => "float64",
+        Value::String(_) => "string",
+        Value::Array(_) => "[]interface {}",
+        Value::Object(_) => "map[string]interface {}",
+    };
+    smp_refusal(format!(
+        "expected a []interface {{}}, but received a {received}"
+    ))
 }
 
 fn smp_error(path: &[String], message: impl std::fmt::Display) -> ApiError {
@@ -716,21 +1758,9 @@ fn merge_map(
             }
             "delete" => return Ok(None),
             "merge" => {}
-            other => {
-                return Err(smp_error(
-                    path,
-                    format!(
-                        "unknown $patch directive {other:?}; expected replace, delete or merge"
-                    ),
-                ));
-            }
+            _ => return Err(bad_patch_type(&patch[DIRECTIVE], patch)),
         },
-        Some(other) => {
-            return Err(smp_error(
-                path,
-                format!("$patch must be a string, not {}", type_name(other)),
-            ));
-        }
+        Some(other) => return Err(bad_patch_type(other, patch)),
     }
     merge_map_into(&mut original, patch, path, ty)?;
     Ok(Some(original))
@@ -744,6 +1774,11 @@ fn merge_map_into(
     path: &mut Vec<String>,
     ty: Ty<'_>,
 ) -> Result<(), ApiError> {
+    // Checked first, as apimachinery does.
+    let keep = patch
+        .get(RETAIN_KEYS)
+        .map(|retain| retained_keys(retain, patch))
+        .transpose()?;
     for (key, value) in patch {
         if key.starts_with('$') {
             continue;
@@ -765,7 +1800,7 @@ fn merge_map_into(
             }
         } else if let Some(field) = key.strip_prefix(SET_ELEMENT_ORDER) {
             let Value::Array(order) = value else {
-                return Err(smp_error(path, format!("{key} must be a list")));
+                return Err(not_a_list(value));
             };
             let strategy = list_strategy(ty.child(field));
             if let Some(Value::Array(items)) = target.get_mut(field) {
@@ -773,20 +1808,35 @@ fn merge_map_into(
             }
         }
     }
-    if let Some(retain) = patch.get(RETAIN_KEYS) {
-        let Value::Array(keys) = retain else {
-            return Err(smp_error(path, "$retainKeys must be a list of strings"));
-        };
-        let mut keep = Vec::with_capacity(keys.len());
-        for key in keys {
-            let Value::String(key) = key else {
-                return Err(smp_error(path, "$retainKeys must be a list of strings"));
-            };
-            keep.push(key.as_str());
-        }
-        target.retain(|key, _| keep.contains(&key.as_str()));
+    if let Some(keep) = keep {
+        target.retain(|key, _| keep.contains(key.as_str()));
     }
     Ok(())
+}
+
+/// The keys a `$retainKeys` list keeps, checked as apimachinery checks it
+/// (`applyRetainKeysDirective`): a list, naming every key the map's patch sets (but for `null`
+/// values and the list directives), else `invalid patch format of retainKeys` (400).
+fn retained_keys<'a>(
+    retain: &'a Value,
+    patch: &Map<String, Value>,
+) -> Result<HashSet<&'a str>, ApiError> {
+    let bad = || smp_refusal("invalid patch format of retainKeys".to_owned());
+    let Value::Array(keys) = retain else {
+        return Err(bad());
+    };
+    let keep: HashSet<&str> = keys.iter().filter_map(Value::as_str).collect();
+    let unlisted = patch.iter().any(|(key, value)| {
+        !value.is_null()
+            && key != RETAIN_KEYS
+            && !key.starts_with(DELETE_FROM_PRIMITIVE_LIST)
+            && !key.starts_with(SET_ELEMENT_ORDER)
+            && !keep.contains(key.as_str())
+    });
+    if unlisted {
+        return Err(bad());
+    }
+    Ok(keep)
 }
 
 /// Orders `items` as `order` lists them; items not in `order` keep their relative order after
@@ -906,26 +1956,16 @@ fn merge_keyed_list(
             Some(Value::String(d)) if matches!(d.as_str(), "replace" | "delete" | "merge") => {
                 Some(d.as_str())
             }
-            Some(other) => {
-                return Err(smp_error(
-                    path,
-                    format!(
-                        "unknown $patch directive {other} in a list item; expected replace, delete or merge"
-                    ),
-                ));
-            }
+            Some(other) => return Err(bad_patch_type(other, patch_map)),
         };
         if directive == Some("replace") && patch_map.len() == 1 {
             continue;
         }
         let Some(key_value) = patch_map.get(key) else {
-            return Err(smp_error(
-                path,
-                format!(
-                    "map: {} does not contain declared merge key: {key}",
-                    Value::Object(patch_map.clone())
-                ),
-            ));
+            return Err(smp_refusal(format!(
+                "map: {} does not contain declared merge key: {key}",
+                go_text(&Value::Object(patch_map.clone()))
+            )));
         };
         let id = key_value.to_string();
         // The first item with this key still in the list.
@@ -1138,6 +2178,21 @@ mod tests {
         )
         .unwrap();
         assert_eq!(nesting(&patched), JSON_NESTING_MAX);
+        // The same from the patch's text, whose values are read again for their literals, and
+        // compared as deep.
+        let patch = json!([
+            {"op": "add", "path": "/top", "value": top},
+            {"op": "test", "path": "/top", "value": top}
+        ]);
+        let body = patch.to_string();
+        let sent = json_patch_sent(
+            &original,
+            &patch,
+            Some(body.as_bytes()),
+            PatchLimits::default(),
+        )
+        .unwrap();
+        assert_eq!(sent, patched);
         let over = nested(JSON_NESTING_MAX);
         refused(json!([{"op": "add", "path": "/top", "value": over}]));
         refused(json!([{"op": "replace", "path": "/spec", "value": over}]));
@@ -1229,15 +2284,112 @@ mod tests {
         let mut target = json!({"a": "b"});
         merge_patch(&mut target, json!({"a": {"c": null, "d": 1}}));
         assert_eq!(target, json!({"a": {"d": 1}}));
+        // v4's `ErrBadJSONPatch`: not JSON, `null` or a scalar.
+        for body in [&b"{not json"[..], b"null", b"5", b"\"x\"", b"true"] {
+            let err = apply_patch(&def("pods"), PatchType::Merge, &pod(), body).unwrap_err();
+            assert_eq!(
+                (err.code, err.message.as_str()),
+                (400, "Invalid JSON Patch")
+            );
+        }
+        // An array is the result, which kube then fails to decode as the kind: 422 on `patch`.
         let err = apply("pods", PatchType::Merge, &pod(), &json!([1])).unwrap_err();
-        assert_eq!(err.code, 400);
-        let err = apply_patch(&def("pods"), PatchType::Merge, &pod(), b"{not json").unwrap_err();
-        assert_eq!(err.code, 400);
-        assert!(
-            err.message.starts_with("error decoding merge patch"),
-            "{}",
-            err.message
+        assert_eq!(err.code, 422);
+        assert_eq!(
+            err.message,
+            format!(
+                " \"\" is invalid: patch: Invalid value: \"[1]\": couldn't get version/kind; json parse error: json: cannot unmarshal array into Go value of type {}",
+                r#"struct { APIVersion string "json:\"apiVersion,omitempty\""; Kind string "json:\"kind,omitempty\"" }"#
+            )
         );
+    }
+
+    #[test]
+    fn strict_decoding_refusals() {
+        let cases = [
+            (
+                PatchType::Json,
+                &br#"{"op": "add"}"#[..],
+                Some("json: cannot unmarshal object into Go value of type []handlers.jsonPatchOp"),
+            ),
+            (
+                PatchType::Json,
+                b"[null, 5]",
+                Some("json: cannot unmarshal number into Go value of type handlers.jsonPatchOp"),
+            ),
+            (
+                PatchType::Json,
+                br#"[{"op": 5, "path": "/a"}]"#,
+                Some(
+                    "json: cannot unmarshal number into Go struct field jsonPatchOp.op of type string",
+                ),
+            ),
+            (
+                PatchType::Json,
+                br#"[{"op": "add", "path": ["/a"], "value": {}}]"#,
+                Some(
+                    "json: cannot unmarshal array into Go struct field jsonPatchOp.path of type string",
+                ),
+            ),
+            (PatchType::Json, b"[{", Some("unexpected end of JSON input")),
+            (
+                PatchType::Json,
+                br#"[{"op": "add", "path": null, "value": 5, "Op": 1}]"#,
+                None,
+            ),
+            (PatchType::Json, b"null", None),
+            (
+                PatchType::Merge,
+                b"[1]",
+                Some("json: cannot unmarshal array into Go value of type map[string]interface {}"),
+            ),
+            (
+                PatchType::Merge,
+                b"5",
+                Some("json: cannot unmarshal number into Go value of type map[string]interface {}"),
+            ),
+            (
+                PatchType::Merge,
+                b"{x",
+                Some("invalid character 'x' looking for beginning of object key string"),
+            ),
+            (PatchType::Merge, b"null", None),
+            (PatchType::Merge, br#"{"a": [1]}"#, None),
+            (PatchType::StrategicMerge, b"[1]", None),
+        ];
+        for (patch_type, body, cause) in cases {
+            let refusal = strict_decode_error(patch_type, body);
+            let expected = cause.map(|cause| format!("error decoding patch: {cause}"));
+            assert_eq!(
+                refusal.as_ref().map(|error| error.code),
+                expected.as_ref().map(|_| 400),
+                "{body:?}"
+            );
+            assert_eq!(refusal.map(|error| error.message), expected, "{body:?}");
+        }
+    }
+
+    #[test]
+    fn a_custom_resources_json_patch_tests_literals_and_places_read_back_numbers() {
+        let mut custom = def("configmaps");
+        custom.group = "example.com".into();
+        assert!(!custom.is_builtin());
+        let original = json!({"metadata": {"name": "a"}, "spec": {"n": 1}});
+        let patch = |body: &str| apply_patch(&custom, PatchType::Json, &original, body.as_bytes());
+        // `test` compares the literal sent with the stored number as Go writes it.
+        let err = patch(r#"[{"op": "test", "path": "/spec/n", "value": 1.0}]"#).unwrap_err();
+        assert_eq!(err.code, 422);
+        assert!(patch(r#"[{"op": "test", "path": "/spec/n", "value": 1}]"#).is_ok());
+        // What is placed is what the store reads back: `2.0` is 2, `1.5` stays a float.
+        let out = patch(
+            r#"[{"op": "add", "path": "/spec/m", "value": [2.0, 1.5, 12345678901234567890]}]"#,
+        )
+        .unwrap();
+        assert_eq!(
+            out["spec"]["m"],
+            json!([2, 1.5, 12_345_678_901_234_567_000.0])
+        );
+        assert!(out["spec"]["m"][0].is_i64());
     }
 
     #[test]
@@ -1252,7 +2404,7 @@ mod tests {
             {"op": "add", "path": "/list/1", "value": 5},
             {"op": "copy", "from": "/list", "path": "/copy"},
             {"op": "move", "from": "/copy", "path": "/moved"},
-            {"op": "test", "path": "/moved/0", "value": 10.0}
+            {"op": "test", "path": "/moved/0", "value": 10}
         ]);
         let out = apply("configmaps", PatchType::Json, &original, &patch).unwrap();
         assert_eq!(
@@ -1264,86 +2416,110 @@ mod tests {
     #[test]
     fn json_patch_errors() {
         let original = json!({"a": {"b": 1}, "l": [1]});
+        // 400: v4's `DecodePatch` (Go's decoding errors).
         let cases = [
-            (json!({"op": "add"}), 400, "must be an array"),
             (
-                json!([{"op": "add", "path": "/x"}]),
-                400,
-                "missing \"value\"",
-            ),
-            (json!([{"op": "frob", "path": "/x"}]), 400, "unknown op"),
-            (json!([{"path": "/x"}]), 400, "missing \"op\""),
-            (
-                json!([{"op": "add", "path": "x", "value": 1}]),
-                400,
-                "must be empty or start with '/'",
+                &br#"{"op": "add"}"#[..],
+                "json: cannot unmarshal object into Go value of type jsonpatch.Patch",
             ),
             (
-                json!([{"op": "add", "path": "/a~2", "value": 1}]),
-                400,
-                "invalid escape",
-            ),
-            (json!([5]), 400, "must be an object"),
-            (
-                json!([{"op": "remove", "path": "/nope"}]),
-                422,
-                "does not exist",
+                b"[5]",
+                "json: cannot unmarshal number into Go value of type jsonpatch.Operation",
             ),
             (
-                json!([{"op": "replace", "path": "/a/c", "value": 1}]),
-                422,
-                "does not exist",
+                b"[{}, []]",
+                "json: cannot unmarshal array into Go value of type jsonpatch.Operation",
             ),
+            (b"[{", "unexpected end of JSON input"),
+            (
+                b"[}",
+                "invalid character '}' looking for beginning of value",
+            ),
+        ];
+        for (body, message) in cases {
+            let err =
+                apply_patch(&def("configmaps"), PatchType::Json, &original, body).unwrap_err();
+            assert_eq!((err.code, err.message.as_str()), (400, message), "{body:?}");
+        }
+        // 422: v4's `Apply`, its error as the one cause under kube's generic message.
+        let cases = [
             (
                 json!([{"op": "add", "path": "/x/y", "value": 1}]),
-                422,
-                "parent",
+                r#"add operation does not apply: doc is missing path: "/x/y": missing value"#,
             ),
             (
-                json!([{"op": "add", "path": "/l/5", "value": 1}]),
-                422,
-                "out of range",
-            ),
-            (
-                json!([{"op": "add", "path": "/l/01", "value": 1}]),
-                422,
-                "out of range",
+                json!([{"op": "remove", "path": "/nope"}]),
+                "error in remove for path: '/nope': Unable to remove nonexistent key: nope: missing value",
             ),
             (
                 json!([{"op": "test", "path": "/a/b", "value": 2}]),
-                422,
-                "is 1, not 2",
+                "testing value /a/b failed: test failed",
+            ),
+            (
+                json!([{"op": "frob", "path": "/x"}]),
+                "Unexpected kind: frob",
+            ),
+            (json!([{"path": "/x"}]), "Unexpected kind: unknown"),
+            (
+                json!([{"op": "add", "path": "/l/5", "value": 1}]),
+                "error in add for path: '/l/5': Unable to access invalid index: 5: invalid index referenced",
             ),
             (
                 json!([{"op": "move", "from": "/a", "path": "/a/b/c"}]),
-                422,
-                "own child",
+                "move operation does not apply: doc is missing destination path: /a/b/c: missing value",
             ),
             (
-                json!([{"op": "replace", "path": "", "value": [1]}]),
-                400,
-                "patched object must be a JSON object",
+                json!([{"op": "replace", "path": "", "value": 5}]),
+                "replace operation value must be object or array: %!w(<nil>)",
+            ),
+            (
+                json!([{"op": "replace", "path": 5, "value": 1}]),
+                "replace operation failed to decode path: json: cannot unmarshal number into Go value of type string",
             ),
         ];
-        for (patch, code, text) in cases {
+        for (patch, cause) in cases {
             let err = apply("configmaps", PatchType::Json, &original, &patch).unwrap_err();
-            assert_eq!(err.code, code, "{patch}: {}", err.message);
-            // A 422 says why in its cause, under kube's generic message.
-            let why = match code {
-                422 => {
-                    assert_eq!(
-                        err.message,
-                        "the server rejected our request due to an error in our request"
-                    );
-                    err.details.as_ref().unwrap()["causes"][0]["message"]
-                        .as_str()
-                        .unwrap()
-                        .to_owned()
-                }
-                _ => err.message.clone(),
-            };
-            assert!(why.contains(text), "{patch}: {why}");
+            assert_eq!(err.code, 422, "{patch}: {}", err.message);
+            assert_eq!(
+                err.message,
+                "the server rejected our request due to an error in our request"
+            );
+            assert_eq!(
+                err.details.as_ref().unwrap()["causes"][0]["message"],
+                cause,
+                "{patch}"
+            );
         }
+        // Where v4 panics, kube-apiserver's panic recovery answers 500.
+        for patch in [
+            json!([{"op": "replace", "path": ""}]),
+            json!([{"op": "test", "path": ""}]),
+            json!([{"op": "test", "path": "/n", "value": [null]}]),
+        ] {
+            let original = json!({"n": [null]});
+            let err = apply("configmaps", PatchType::Json, &original, &patch).unwrap_err();
+            assert_eq!(err.code, 500, "{patch}");
+            assert_eq!(
+                err.message,
+                "This request caused apiserver to panic. Look in the logs for details."
+            );
+        }
+        // A JSON patch that replaces the object with an array: kube fails to decode it, 422.
+        let err = apply(
+            "configmaps",
+            PatchType::Json,
+            &original,
+            &json!([{"op": "replace", "path": "", "value": [1]}]),
+        )
+        .unwrap_err();
+        assert_eq!(err.code, 422);
+        assert!(
+            err.message.starts_with(
+                " \"\" is invalid: patch: Invalid value: \"[1]\": couldn't get version/kind"
+            ),
+            "{}",
+            err.message
+        );
         let many = Value::Array(vec![
             json!({"op": "test", "path": "", "value": 1});
             JSON_PATCH_OPERATIONS_MAX + 1
@@ -1353,6 +2529,15 @@ mod tests {
                 .unwrap_err()
                 .code,
             413
+        );
+        // Decoding comes first, as `DecodePatch` runs before kube counts the operations.
+        let mut many = many;
+        many.as_array_mut().unwrap().push(json!(5));
+        assert_eq!(
+            apply("configmaps", PatchType::Json, &original, &many)
+                .unwrap_err()
+                .code,
+            400
         );
     }
 
@@ -1486,18 +2671,48 @@ mod tests {
 
     #[test]
     fn strategic_errors() {
+        // apimachinery's texts (`mergepatch`'s errors), 400.
         let cases = [
-            (json!([1]), "must be a JSON object"),
             (
-                json!({"spec": {"$patch": "explode"}}),
-                "unknown $patch directive",
+                json!([1]),
+                "json: cannot unmarshal array into Go value of type map[string]interface {}",
             ),
             (
-                json!({"spec": {"containers": [{"image": "x"}]}}),
-                "does not contain declared merge key: name",
+                json!({"spec": {"$patch": "explode", "x": 1}}),
+                "unknown patch type: explode in map: map[$patch:explode x:1]",
             ),
+            (
+                json!({"spec": {"$patch": 5}}),
+                "unknown patch type: %!s(int64=5) in map: map[$patch:5]",
+            ),
+            (
+                json!({"spec": {"containers": [{"$patch": "explode", "name": "web"}]}}),
+                "unknown patch type: explode in map: map[$patch:explode name:web]",
+            ),
+            (
+                json!({"spec": {"containers": [{"image": "x", "ports": [{"containerPort": 80}]}]}}),
+                "map: map[image:x ports:[map[containerPort:80]]] does not contain declared merge key: name",
+            ),
+            (
+                json!({"spec": {"$retainKeys": "x"}}),
+                "invalid patch format of retainKeys",
+            ),
+            (
+                json!({"spec": {"$retainKeys": ["a"], "b": 1, "c": null}}),
+                "invalid patch format of retainKeys",
+            ),
+            (
+                json!({"spec": {"$setElementOrder/containers": "web"}}),
+                "expected a []interface {}, but received a string",
+            ),
+        ];
+        for (patch, text) in cases {
+            let err = apply("pods", PatchType::StrategicMerge, &pod(), &patch).unwrap_err();
+            assert_eq!((err.code, err.message.as_str()), (400, text), "{patch}");
+        }
+        // Refusals of this walk's own.
+        let cases = [
             (json!({"spec": {"containers": ["web"]}}), "must be objects"),
-            (json!({"spec": {"$retainKeys": "x"}}), "$retainKeys"),
             (json!({"$patch": "delete"}), "whole object"),
         ];
         for (patch, text) in cases {
@@ -1505,6 +2720,28 @@ mod tests {
             assert_eq!(err.code, 400, "{patch}");
             assert!(err.message.contains(text), "{patch}: {}", err.message);
         }
+        // Not JSON: Go's error; `null`: no change; a `$retainKeys` listing the patch's keys
+        // keeps only those.
+        let err = apply_patch(&def("pods"), PatchType::StrategicMerge, &pod(), b"{x").unwrap_err();
+        assert_eq!(
+            (err.code, err.message.as_str()),
+            (
+                400,
+                "invalid character 'x' looking for beginning of object key string"
+            )
+        );
+        assert_eq!(
+            apply_patch(&def("pods"), PatchType::StrategicMerge, &pod(), b"null").unwrap(),
+            pod()
+        );
+        let out = apply(
+            "pods",
+            PatchType::StrategicMerge,
+            &pod(),
+            &json!({"metadata": {"$retainKeys": ["name", 5], "name": "a", "gone": null}}),
+        )
+        .unwrap();
+        assert_eq!(out["metadata"], json!({"name": "a"}));
         let mut crd = def("pods");
         crd.group = "example.com".into();
         let err = apply_patch(&crd, PatchType::StrategicMerge, &pod(), b"{}").unwrap_err();
@@ -1709,6 +2946,21 @@ mod tests {
                 .prop_map(|m| Value::Object(m.into_iter().collect()))
         }
 
+        /// Whether an object within an array of `value` has a `null` member: v4's merge patch
+        /// drops it where it places the array whole, this strategic merge keeps it.
+        fn null_in_listed_object(value: &Value) -> bool {
+            fn within(value: &Value, listed: bool) -> bool {
+                match value {
+                    Value::Object(map) => map
+                        .values()
+                        .any(|member| (listed && member.is_null()) || within(member, listed)),
+                    Value::Array(items) => items.iter().any(|item| within(item, true)),
+                    _ => false,
+                }
+            }
+            within(value, false)
+        }
+
         const TYPES: [PatchType; 4] = [
             PatchType::Merge,
             PatchType::Json,
@@ -1741,7 +2993,9 @@ mod tests {
             fn strategic_patch_on_unkeyed_fields_is_merge_patch(
                 original in arb_plain_object(), patch in arb_plain_object()
             ) {
-                // Outside keyed lists and without `$` keys the two agree.
+                // Outside keyed lists and without `$` keys the two agree (but for the `null`
+                // members of objects in lists, which v4's merge patch drops).
+                prop_assume!(!null_in_listed_object(&patch));
                 let smp = strategic_merge_patch(&original, &patch, Ty::deduced()).unwrap();
                 let mut merged = original.clone();
                 merge_patch(&mut merged, patch);
@@ -1750,3 +3004,7 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "patch_v4_tests.rs"]
+mod v4_tests;
