@@ -9,8 +9,11 @@
 //!   and absorb errors as the one-variable macros do, `existsOne` is true for exactly one,
 //!   `transformList` lists `x` for each entry (the filter's true ones). They are expanded into
 //!   the crate's one-variable comprehension over `@keys(e)` (the list's indices, or the map's
-//!   keys) with `e` evaluated once (bound as `cel.bind` binds) and `v` read as `e[k]`, so the
-//!   expression's bound counts them as any comprehension.
+//!   keys) with `e` evaluated once (bound to `@rangeN`, as `cel.bind` binds), `k` renamed
+//!   `@keyN` and `v` read as `@rangeN[@keyN]` (names no identifier spells, so a comprehension of
+//!   the body rebinding `k` does not change what `v` reads), so the expression's bound counts
+//!   them as any comprehension, and the CRD-time estimate (`cost`) recognizes the expansion
+//!   and estimates it as cel-go's two-variable comprehension.
 //! - `e.transformMap(k, v, [filter,] x)` maps each key (index) to `x`;
 //!   `e.transformMapEntry(k, v, [filter,] m)` merges the maps `m` (a key given twice is
 //!   cel-go's `insert failed: key k already exists`). Each step copies the map built so far,
@@ -31,7 +34,14 @@ use super::library::one;
 
 /// The function giving a list's indices or a map's keys, which only these expansions call
 /// (no identifier can spell it).
-const KEYS: &str = "@keys";
+pub(super) const KEYS: &str = "@keys";
+
+/// The prefix of the name the range of a two-variable comprehension is held under (then its
+/// id): `cost` recognizes the expansion by it.
+pub(super) const RANGE: &str = "@range";
+
+/// Likewise, of the key's (or index's) name.
+pub(super) const KEY: &str = "@key";
 
 /// The function adding an entry (or a map's entries) to a map, for `transformMap` and
 /// `transformMapEntry` (cel-go's `cel.@mapInsert`).
@@ -124,10 +134,11 @@ fn variable(helper: &MacroExprHelper<'_>, arg: &IdedExpr) -> Result<String, Pars
     }
 }
 
-/// `body` with each free use of `var` replaced by a copy of `with`.
-fn substitute(expr: &mut IdedExpr, var: &str, with: &IdedExpr) {
+/// `body` with each free use of `var` replaced by a copy of `with` (keeping the use's id, so
+/// its position).
+fn substitute(expr: &mut IdedExpr, var: &str, with: &Expr) {
     match &mut expr.expr {
-        Expr::Ident(name) if name == var => *expr = with.clone(),
+        Expr::Ident(name) if name == var => expr.expr = with.clone(),
         Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
         Expr::Call(call) => {
             if let Some(target) = call.target.as_deref_mut() {
@@ -205,17 +216,21 @@ fn two_variables(
     if key == value {
         return Err(helper.new_error(args[1].id, format!("duplicate variable name: {value}")));
     }
-    // The range, evaluated once, under a name no identifier spells.
-    let held = format!("@range{}", range.id);
+    // The range, evaluated once, and the key, under names no identifier spells (so that a
+    // comprehension in the body naming its variable as the key does not hide it from `v`).
+    let held = format!("{RANGE}{}", range.id);
+    let key_held = format!("{KEY}{}", range.id);
     let element = {
         let of = ident(helper, &held);
-        let at = ident(helper, &key);
-        call(helper, "_[_]", vec![of, at])
+        let at = ident(helper, &key_held);
+        call(helper, "_[_]", vec![of, at]).expr
     };
     let mut rest: Vec<IdedExpr> = args.drain(2..).collect();
     for expr in &mut rest {
+        substitute(expr, &key, &Expr::Ident(key_held.clone()));
         substitute(expr, &value, &element);
     }
+    let key = key_held;
     let result_name = "@result";
     let accu = |helper: &mut MacroExprHelper<'_>| ident(helper, result_name);
     let (init, cond, step, result) = match macro_name {
