@@ -2547,7 +2547,7 @@ mod tests {
             messages(&schema, &object, None),
             [
                 errored(
-                    "IP Address \"127.0.0.256\" parse error during conversion from string: ParseAddr(\"127.0.0.256\"): unable to parse IP",
+                    "IP Address \"127.0.0.256\" parse error during conversion from string: ParseAddr(\"127.0.0.256\"): IPv4 field has value >255",
                     errors[0]
                 ),
                 errored(
