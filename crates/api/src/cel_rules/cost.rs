@@ -615,6 +615,8 @@ struct Coster<'a> {
     inlined: Vec<IdedExpr>,
     /// Expressions costed so far (copies included): past [`STEPS_MAX`] the estimate gives up.
     steps: usize,
+    /// The last id given to a node of cel-go's expansion built from ours (see `inserting`).
+    synthetic: u64,
 }
 
 /// The most expressions one estimate costs (copied targets of nested `optMap`s cost their
@@ -644,6 +646,7 @@ impl<'a> Coster<'a> {
             aliases: Vec::new(),
             inlined: Vec::new(),
             steps: 0,
+            synthetic: u64::MAX,
         }
     }
 
@@ -905,7 +908,14 @@ impl<'a> Coster<'a> {
                 if c.iter_var2.is_some() {
                     return None;
                 }
-                if let Some(inner) = two_variables(c) {
+                if let Some((inner, map)) = two_variables(c) {
+                    let cel_go;
+                    let inner = if map {
+                        cel_go = self.inserting(inner)?;
+                        &cel_go
+                    } else {
+                        inner
+                    };
                     let (cost, ty) = self.two_variables(e, c, inner)?;
                     self.types.insert(e.id, ty);
                     return Some(cost);
@@ -1059,6 +1069,77 @@ impl<'a> Coster<'a> {
         sum = sum.add(count.multiply(step_cost.add(loop_cost)));
         self.comprehension_size(e, c, count);
         Some((sum, self.ty(&c.result)?))
+    }
+
+    /// cel-go's `transformMap`/`transformMapEntry` comprehension from ours: an empty map
+    /// literal, each step `cel.@mapInsert(@result, k, t)` (`@mapInsert(@result, m)`), perhaps
+    /// filtered, where ours appends `[k, t]` (`m`) to a list (nodes added get ids no
+    /// expression has: counted down from the largest).
+    fn inserting(
+        &mut self,
+        c: &cel::common::ast::ComprehensionExpr,
+    ) -> Option<cel::common::ast::ComprehensionExpr> {
+        use cel::common::ast::{CallExpr, MapExpr};
+        let accu = &c.accu_var;
+        let is_accu = |e: &IdedExpr| matches!(&e.expr, Expr::Ident(n) if n == accu);
+        let appended = |e: &IdedExpr| -> Option<IdedExpr> {
+            let Expr::Call(add) = &e.expr else {
+                return None;
+            };
+            match (add.func_name.as_str(), add.args.as_slice()) {
+                ("_+_", [a, list]) if is_accu(a) && add.target.is_none() => match &list.expr {
+                    Expr::List(l) if l.elements.len() == 1 => Some(l.elements[0].clone()),
+                    _ => None,
+                },
+                _ => None,
+            }
+        };
+        let (filter, entry) = match &c.loop_step.expr {
+            Expr::Call(t) if t.func_name == "_?_:_" && t.target.is_none() => {
+                match t.args.as_slice() {
+                    [f, step, otherwise] if is_accu(otherwise) => {
+                        (Some(f.clone()), appended(step)?)
+                    }
+                    _ => return None,
+                }
+            }
+            _ => (None, appended(&c.loop_step)?),
+        };
+        let mut fresh = |expr: Expr| {
+            self.synthetic -= 1;
+            IdedExpr {
+                id: self.synthetic,
+                expr,
+            }
+        };
+        let accu_ident = || Expr::Ident(accu.clone());
+        let args = match &entry.expr {
+            Expr::List(pair) => match pair.elements.as_slice() {
+                [key, value] if matches!(&key.expr, Expr::Ident(k) if k == &c.iter_var) => {
+                    vec![fresh(accu_ident()), key.clone(), value.clone()]
+                }
+                _ => return None,
+            },
+            _ => vec![fresh(accu_ident()), entry],
+        };
+        let call = |func: &str, args: Vec<IdedExpr>| {
+            Expr::Call(CallExpr {
+                func_name: func.to_owned(),
+                target: None,
+                args,
+            })
+        };
+        let mut step = fresh(call(super::comprehensions::MAP_INSERT, args));
+        if let Some(filter) = filter {
+            let otherwise = fresh(accu_ident());
+            step = fresh(call("_?_:_", vec![filter, step, otherwise]));
+        }
+        let mut cel_go = c.clone();
+        cel_go.accu_init = fresh(Expr::Map(MapExpr {
+            entries: Vec::new(),
+        }));
+        cel_go.loop_step = step;
+        Some(cel_go)
     }
 
     /// What cel-go's `costComprehension` records of its result's size and entries.
@@ -1859,15 +1940,27 @@ fn ceil_div(a: u64, b: u64) -> Option<u64> {
 }
 
 /// The comprehension over a two-variable comprehension's keys when `bind` holds its range
-/// (our expansion: `super::comprehensions`).
+/// (our expansion: `super::comprehensions`), and whether it builds a map (`transformMap`,
+/// `transformMapEntry`: a list of entries made a map at the end).
 fn two_variables(
     bind: &cel::common::ast::ComprehensionExpr,
-) -> Option<&cel::common::ast::ComprehensionExpr> {
+) -> Option<(&cel::common::ast::ComprehensionExpr, bool)> {
     let held = bind.accu_var.strip_prefix(super::comprehensions::RANGE)?;
     if held.is_empty() || !held.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    let Expr::Comprehension(c) = &bind.result.expr else {
+    let (comprehension, map) = match &bind.result.expr {
+        Expr::Call(to_map)
+            if to_map.func_name == super::comprehensions::TO_MAP && to_map.target.is_none() =>
+        {
+            match to_map.args.as_slice() {
+                [c] => (c, true),
+                _ => return None,
+            }
+        }
+        _ => (&bind.result, false),
+    };
+    let Expr::Comprehension(c) = &comprehension.expr else {
         return None;
     };
     let Expr::Call(keys) = &c.iter_range.expr else {
@@ -1875,7 +1968,7 @@ fn two_variables(
     };
     let reads_range = matches!(keys.args.as_slice(), [a] if matches!(&a.expr, Expr::Ident(n) if n == &bind.accu_var));
     (keys.func_name == super::comprehensions::KEYS && keys.target.is_none() && reads_range)
-        .then_some(c)
+        .then_some((&**c, map))
 }
 
 /// cel-go's `computeExprSize` of a literal: a string's code points, bytes' length, 1 for the
