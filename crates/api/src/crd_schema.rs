@@ -1106,7 +1106,7 @@ mod tests {
             {"rule": "self.a > minimum"},
             {"rule": "self.a > 1", "messageExpression": "'a is ' + "},
             {"rule": "self.a > 1", "fieldPath": ".b", "reason": "FieldValueForbidden"},
-            {"rule": "self.a > 1", "fieldPath": ".a", "messageExpression": "'a: ' + string(self.a)"}
+            {"rule": "self.a > 1", "fieldPath": ".a", "messageExpression": "'a: ' + (self.a > 5 ? 'big' : 'small')"}
         ]}}});
         let found = messages(schema);
         let at = format!("{AT}.properties[spec].x-kubernetes-validations");

@@ -227,16 +227,34 @@ fn crd_with(runs: u64) -> Value {
 }
 
 #[test]
-fn a_message_built_with_string_of_a_number_is_not_estimated() {
-    // cel-go knows no bound of `string(int)`'s length, which would make `'a: ' +
-    // string(self.a)` cost without bound; kube's documentation shows such a messageExpression,
-    // so it is not estimated here (a lower bound never refuses what kube may accept). The same
-    // CRD with an unbounded comprehension in its rule is still refused.
-    let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
-    "properties": {"a": {"type": "integer"}},
-    "x-kubernetes-validations": [
-        {"rule": "self.a > 1", "messageExpression": "'a: ' + string(self.a)"},
-        {"rule": "self.a > 1", "messageExpression": "self.a > 9 ? 'a: big' : 'a: small'"}
-    ]}}});
-    assert_eq!(causes(&crd(schema), None), Vec::<String>::new());
+fn a_message_built_with_string_of_a_number_is_refused_as_kube_refuses_it() {
+    // cel-go gives `string()`'s result no size, so `'a: ' + string(self.a)` is estimated
+    // without bound: kube refuses it (its `validation_test.go` refuses `string(self[0]) +
+    // string(self[1]) + string(self[2])` for the schema's total too, which only an unbounded
+    // size can reach; `TestCelEstimatedCostStability` has `string(self.val1) == self.val6`
+    // cost the unbounded string's whole length). A message built without `string()` passes.
+    let schema = |message: &str| {
+        json!({"type": "object", "properties": {"spec": {"type": "object",
+        "properties": {"a": {"type": "integer"}},
+        "x-kubernetes-validations": [{"rule": "self.a > 1", "messageExpression": message}]}}})
+    };
+    let at = format!("{AT}.properties[spec].x-kubernetes-validations[0].messageExpression");
+    assert_eq!(
+        causes(&crd(schema("'a: ' + string(self.a)")), None),
+        [
+            format!(
+                "{at}: Forbidden: estimated messageExpression cost exceeds budget by factor of more than 100x{TAIL}"
+            ),
+            format!(
+                "{at}: Forbidden: contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema"
+            ),
+            format!(
+                "{AT}: Forbidden: x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema exceeds budget by factor of more than 100x{TAIL}"
+            ),
+        ]
+    );
+    assert_eq!(
+        causes(&crd(schema("self.a > 9 ? 'a: big' : 'a: small'")), None),
+        Vec::<String>::new()
+    );
 }

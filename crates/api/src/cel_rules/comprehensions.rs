@@ -9,20 +9,27 @@
 //!   and absorb errors as the one-variable macros do, `existsOne` is true for exactly one,
 //!   `transformList` lists `x` for each entry (the filter's true ones). They are expanded into
 //!   the crate's one-variable comprehension over `@keys(e)` (the list's indices, or the map's
-//!   keys) with `e` evaluated once (bound as `cel.bind` binds) and `v` read as `e[k]`, so the
-//!   expression's bound counts them as any comprehension.
+//!   keys) with `e` evaluated once (bound to `@rangeN`, as `cel.bind` binds), `k` renamed
+//!   `@keyN` and `v` read as `@rangeN[@keyN]` (names no identifier spells, so a comprehension of
+//!   the body rebinding `k` does not change what `v` reads), so the expression's bound counts
+//!   them as any comprehension, and the CRD-time estimate (`cost`) recognizes the expansion
+//!   and estimates it as cel-go's two-variable comprehension.
 //! - `e.transformMap(k, v, [filter,] x)` maps each key (index) to `x`;
 //!   `e.transformMapEntry(k, v, [filter,] m)` merges the maps `m` (a key given twice is
-//!   cel-go's `insert failed: key k already exists`). Each step copies the map built so far,
-//!   and the expression's bound charges that copy (a tenth per byte of the final map, per
-//!   entry), so a map of thousands of entries may exceed the per-call limit where kube, which
-//!   inserts in place, accepts it.
+//!   cel-go's `insert failed: key k already exists`). Each step appends its entry (`[k, x]`,
+//!   or `m`) to a list, in place, and the list is made a map once at the end (`@toMap`): each
+//!   insert costs a constant in the expression's bound, as cel-go's in-place insert.
+//!
+//! ## Differs from cel-go
+//! - `transformMapEntry` finds a key given twice when the map is made, after every step ran:
+//!   when a later step fails too, that step's error is the one reported (cel-go reports the
+//!   repeated key, found at its step).
 
 use cel::common::ast::LiteralValue;
-use cel::common::ast::{CallExpr, ComprehensionExpr, EntryExpr, Expr, IdedExpr, ListExpr, MapExpr};
+use cel::common::ast::{CallExpr, ComprehensionExpr, EntryExpr, Expr, IdedExpr, ListExpr};
 use std::collections::HashMap;
 
-use cel::common::types::{CelInt, CelList, CelMap, CelMapKey, DYN_TYPE, MAP_TYPE};
+use cel::common::types::{CelInt, CelList, CelMap, CelMapKey, DYN_TYPE};
 use cel::common::value::{CowVal, Val};
 use cel::parser::{Macro, MacroExprHelper, ParseError};
 use cel::{DeclarationError, Env, ExecutionError};
@@ -31,11 +38,22 @@ use super::library::one;
 
 /// The function giving a list's indices or a map's keys, which only these expansions call
 /// (no identifier can spell it).
-const KEYS: &str = "@keys";
+pub(super) const KEYS: &str = "@keys";
 
-/// The function adding an entry (or a map's entries) to a map, for `transformMap` and
-/// `transformMapEntry` (cel-go's `cel.@mapInsert`).
+/// The prefix of the name the range of a two-variable comprehension is held under (then its
+/// id): `cost` recognizes the expansion by it.
+pub(super) const RANGE: &str = "@range";
+
+/// Likewise, of the key's (or index's) name.
+pub(super) const KEY: &str = "@key";
+
+/// cel-go's `cel.@mapInsert`, which its `transformMap` and `transformMapEntry` call at each
+/// step: the name `cost` gives it when it estimates our expansion as cel-go's.
 pub(super) const MAP_INSERT: &str = "@mapInsert";
+
+/// The function building `transformMap`'s and `transformMapEntry`'s map from the list the
+/// comprehension appended (`[key, value]` pairs, or maps to merge), once, at the end.
+pub(super) const TO_MAP: &str = "@toMap";
 
 /// Registers the macros and [`KEYS`] on `env`.
 pub(super) fn extension(env: &mut Env) -> Result<(), DeclarationError> {
@@ -51,18 +69,7 @@ pub(super) fn extension(env: &mut Env) -> Result<(), DeclarationError> {
             }))?;
         }
     }
-    env.add_overload(
-        MAP_INSERT,
-        "map_insert_entry",
-        vec![MAP_TYPE, DYN_TYPE, DYN_TYPE],
-        map_insert,
-    )?;
-    env.add_overload(
-        MAP_INSERT,
-        "map_insert_map",
-        vec![MAP_TYPE, MAP_TYPE],
-        map_insert,
-    )?;
+    env.add_overload(TO_MAP, "to_map", vec![DYN_TYPE], to_map)?;
     env.add_overload(KEYS, "keys_of", vec![DYN_TYPE], keys)?;
     Ok(())
 }
@@ -124,10 +131,11 @@ fn variable(helper: &MacroExprHelper<'_>, arg: &IdedExpr) -> Result<String, Pars
     }
 }
 
-/// `body` with each free use of `var` replaced by a copy of `with`.
-fn substitute(expr: &mut IdedExpr, var: &str, with: &IdedExpr) {
+/// `body` with each free use of `var` replaced by a copy of `with` (keeping the use's id, so
+/// its position).
+fn substitute(expr: &mut IdedExpr, var: &str, with: &Expr) {
     match &mut expr.expr {
-        Expr::Ident(name) if name == var => *expr = with.clone(),
+        Expr::Ident(name) if name == var => expr.expr = with.clone(),
         Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
         Expr::Call(call) => {
             if let Some(target) = call.target.as_deref_mut() {
@@ -205,17 +213,21 @@ fn two_variables(
     if key == value {
         return Err(helper.new_error(args[1].id, format!("duplicate variable name: {value}")));
     }
-    // The range, evaluated once, under a name no identifier spells.
-    let held = format!("@range{}", range.id);
+    // The range, evaluated once, and the key, under names no identifier spells (so that a
+    // comprehension in the body naming its variable as the key does not hide it from `v`).
+    let held = format!("{RANGE}{}", range.id);
+    let key_held = format!("{KEY}{}", range.id);
     let element = {
         let of = ident(helper, &held);
-        let at = ident(helper, &key);
-        call(helper, "_[_]", vec![of, at])
+        let at = ident(helper, &key_held);
+        call(helper, "_[_]", vec![of, at]).expr
     };
     let mut rest: Vec<IdedExpr> = args.drain(2..).collect();
     for expr in &mut rest {
+        substitute(expr, &key, &Expr::Ident(key_held.clone()));
         substitute(expr, &value, &element);
     }
+    let key = key_held;
     let result_name = "@result";
     let accu = |helper: &mut MacroExprHelper<'_>| ident(helper, result_name);
     let (init, cond, step, result) = match macro_name {
@@ -247,25 +259,28 @@ fn two_variables(
             (init, cond, step, result)
         }
         "transformMap" | "transformMapEntry" => {
+            // The entries (`[key, value]`, or the maps to merge) appended to a list, which
+            // the crate's evaluation does in place, and made a map once at the end
+            // ([`TO_MAP`]): each insert costs a constant, as cel-go's in-place insert.
             let transform = rest.pop().unwrap_or_default();
             let filter = rest.pop();
-            let init = helper.next_expr(Expr::Map(MapExpr {
-                entries: Vec::new(),
-            }));
+            let init = helper.next_expr(Expr::List(ListExpr::new(Vec::new())));
             let cond = literal(helper, LiteralValue::Boolean(true.into()));
-            let a = accu(helper);
-            let insert = if macro_name == "transformMap" {
+            let entry = if macro_name == "transformMap" {
                 let at = ident(helper, &key);
-                call(helper, MAP_INSERT, vec![a, at, transform])
+                helper.next_expr(Expr::List(ListExpr::new(vec![at, transform])))
             } else {
-                call(helper, MAP_INSERT, vec![a, transform])
+                transform
             };
+            let a = accu(helper);
+            let appended = helper.next_expr(Expr::List(ListExpr::new(vec![entry])));
+            let append = call(helper, "_+_", vec![a, appended]);
             let step = match filter {
                 Some(filter) => {
                     let a = accu(helper);
-                    call(helper, "_?_:_", vec![filter, insert, a])
+                    call(helper, "_?_:_", vec![filter, append, a])
                 }
-                None => insert,
+                None => append,
             };
             (init, cond, step, accu(helper))
         }
@@ -290,7 +305,7 @@ fn two_variables(
     };
     let of = ident(helper, &held);
     let keys = call(helper, KEYS, vec![of]);
-    let comprehension = helper.next_expr(Expr::Comprehension(Box::new(ComprehensionExpr {
+    let mut comprehension = helper.next_expr(Expr::Comprehension(Box::new(ComprehensionExpr {
         iter_range: keys,
         iter_var: key,
         iter_var2: None,
@@ -301,32 +316,20 @@ fn two_variables(
         result,
     })));
     args.clear();
+    if matches!(macro_name, "transformMap" | "transformMapEntry") {
+        comprehension = call(helper, TO_MAP, vec![comprehension]);
+    }
     Ok(Some(bound(helper, &held, range, comprehension)))
 }
 
-/// `@mapInsert(map, key, value)` and `@mapInsert(map, other)`: a copy of `map` with the entry
-/// (`other`'s entries) added; a key already there is cel-go's `insert failed: key k already
-/// exists`. The copy makes a comprehension's map building quadratic: the expression's bound
-/// charges it (`cel_rules::Estimate`).
-fn map_insert<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
-    let mut args = args.into_iter();
-    let accumulator = args
-        .next()
-        .ok_or_else(|| ExecutionError::invalid_argument_count(2, 0))?;
-    let mut map: HashMap<CelMapKey<'v>, Box<dyn Val + 'v>> =
-        match accumulator.downcast_ref::<CelMap>() {
-            Some(map) => map
-                .inner()
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone_as_boxed()))
-                .collect(),
-            None => {
-                return Err(ExecutionError::function_error(
-                    MAP_INSERT,
-                    "no such overload",
-                ));
-            }
-        };
+/// `@toMap(entries)`: the map of `transformMap`'s `[key, value]` pairs, or the merge of
+/// `transformMapEntry`'s maps, in order; a key given twice is cel-go's `insert failed: key k
+/// already exists`. Linear in the entries (the expression's bound charges it so).
+fn to_map<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let entries = one(args)?;
+    let no_overload = || ExecutionError::function_error(TO_MAP, "no such overload");
+    let list = entries.downcast_ref::<CelList>().ok_or_else(no_overload)?;
+    let mut map: HashMap<CelMapKey<'v>, Box<dyn Val + 'v>> = HashMap::new();
     let mut insert = |key: Box<dyn Val + 'v>, value: Box<dyn Val + 'v>| {
         let key = CelMapKey::try_from(key)?;
         if map.contains_key(&key) {
@@ -345,26 +348,20 @@ fn map_insert<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Execu
         map.insert(key, value);
         Ok(())
     };
-    match (args.next(), args.next()) {
-        (Some(key), Some(value)) => insert(key.into_owned(), value.into_owned())?,
-        (Some(other), None) => {
-            let keys = other
-                .as_iterable()
-                .ok_or_else(|| ExecutionError::function_error(MAP_INSERT, "no such overload"))?;
-            let indexer = other
-                .as_indexer()
-                .ok_or_else(|| ExecutionError::function_error(MAP_INSERT, "no such overload"))?;
+    for entry in list.inner() {
+        if let Some(pair) = entry.downcast_ref::<CelList>() {
+            let [key, value] = pair.inner() else {
+                return Err(no_overload());
+            };
+            insert(key.clone_as_boxed(), value.clone_as_boxed())?;
+        } else {
+            let keys = entry.as_iterable().ok_or_else(no_overload)?;
+            let indexer = entry.as_indexer().ok_or_else(no_overload)?;
             let mut iter = keys.iter();
             while let Some(key) = iter.next() {
                 let value = indexer.get(key)?.into_owned();
                 insert(key.clone_as_boxed(), value)?;
             }
-        }
-        _ => {
-            return Err(ExecutionError::function_error(
-                MAP_INSERT,
-                "no such overload",
-            ));
         }
     }
     Ok(CowVal::owned(CelMap::from(map)))

@@ -5,21 +5,36 @@
 //! (`library.CostEstimator`).
 //!
 //! **Guarantee: never above kube's estimate.** [`estimate`] gives a number only for an
-//! expression it follows the way cel-go does, node by node (literals, `self`, field
-//! selections, `has`, list and map literals, the macros `all`, `exists`, `exists_one`, `map`,
-//! `filter`, `cel.bind`, the operators, `size`, the string tests (`matches`, `startsWith`,
-//! `endsWith`, `contains`), `lowerAscii`, `upperAscii`, `trim`, `substring`, `charAt`,
-//! `split`, `join`, `indexOf`, `lastIndexOf`, the lists library (`isSorted`, `sum`, `min`,
-//! `max`), the type conversions and timestamp accessors), and only where the operands' types
-//! decide a single overload the way cel-go's checker would. Anything else (an other function,
-//! a `dyn` operand where the overload depends on the type, two-variable comprehensions,
-//! optionals, `optionalOldSelf`) gives `None`: the rule is not estimated, counted as costing
-//! nothing, never refused for its cost. Where kube versions differ in a size, the smaller is
-//! taken: a resource's `metadata.name` is at most 253 characters (newer kube; 1.33 takes it
-//! as unbounded), and a string with an `enum` is at most as long as its longest value.
+//! expression it follows the way cel-go does, node by node, and only where the operands'
+//! types decide a single overload the way cel-go's checker would: literals, `self`, field
+//! selections, `has`, list and map literals, the macros (`all`, `exists`, `exists_one`,
+//! `map`, `filter`, `optMap`, `optFlatMap`, and the two-variable `all`, `exists`,
+//! `existsOne`, `transformList`, `transformMap`, `transformMapEntry` — recognized in the
+//! crate's expansion of them and estimated as cel-go's comprehension with two variables), the
+//! operators, `dyn`, the conversions (`string()` of anything gives a result of unknown size,
+//! as cel-go, `bytes()`/`string()` between strings and bytes one of its input's size), the
+//! timestamp accessors, optionals (`optional.of`, `.?f`, `[?i]`, `value`, `orValue`, `or`,
+//! `hasValue`), cel-go's strings and sets extensions, and kube's libraries: regex (`find`,
+//! `findAll`), lists, URLs (`url()`'s result as long as its text), quantity, IP, CIDR,
+//! format (`validate` as if each format's regex were `MaxNameFormatRegexSize` long) and
+//! semver — each call as cel-go's `functionCost` gets it: the extension's own estimator
+//! (sets), else kube's `library.CostEstimator.EstimateCallCost` (including its equality of
+//! two values of a library type), else cel-go's, else 1. The tests check the numbers against
+//! kube's `library/cost_test.go` (with its test size estimator) and apiextensions'
+//! `TestCostEstimation` and `TestCelEstimatedCostStability`. Anything else gives `None` (the
+//! rule is not estimated, counted as costing nothing, never refused for its cost): `type()`,
+//! kube's authorizer library (no CRD rule can reach an authorizer), a `dyn` operand where
+//! the overload depends on the type, a struct literal, a `replace` whose estimate converts a
+//! float beyond `uint64` (Go's result is then the machine's), `optionalOldSelf`. Where kube
+//! versions differ in a size, the smaller is taken: a resource's `metadata.name` is at most
+//! 253 characters (newer kube; 1.33 takes it as unbounded), and a string with an `enum` is at
+//! most as long as its longest value.
 //!
 //! Recursive over the expression (at most [`super::DEPTH_MAX`] deep) and over the schema's
-//! nesting; linear in the expression's size, the schema walked only along the paths it names.
+//! nesting; linear in the expression's size but for `optMap`'s target, which cel-go copies
+//! and so costs again at each use (exponential in nested `optMap`s, as cel-go's copy):
+//! past [`STEPS_MAX`] expressions costed the estimate gives up (`None`). The schema is walked
+//! only along the paths the expression names.
 
 use std::collections::HashMap;
 
@@ -44,6 +59,36 @@ const LIST_CREATE: u64 = 10;
 const MAP_CREATE: u64 = 30;
 const STRING_TRAVERSAL: f64 = 0.1;
 const REGEX_LENGTH: f64 = 0.25;
+
+/// kube's `MaxFormatSize` and `MaxNameFormatRegexSize` (`pkg/cel/limits.go`).
+const MAX_FORMAT_SIZE: u64 = 64;
+const MAX_NAME_FORMAT_REGEX_SIZE: f64 = 128.0;
+
+/// The functions kube's environment declares under a namespace: `a.b.f(x)` calls `a.b.f`.
+const NAMESPACED: &[&str] = &[
+    "sets.contains",
+    "sets.equivalent",
+    "sets.intersects",
+    "strings.quote",
+    "ip.isCanonical",
+    "optional.of",
+    "optional.ofNonZeroValue",
+    "optional.none",
+    "format.named",
+    "format.dns1123Label",
+    "format.dns1123Subdomain",
+    "format.dns1035Label",
+    "format.qualifiedName",
+    "format.dns1123LabelPrefix",
+    "format.dns1123SubdomainPrefix",
+    "format.dns1035LabelPrefix",
+    "format.labelValue",
+    "format.uri",
+    "format.uuid",
+    "format.byte",
+    "format.date",
+    "format.datetime",
+];
 
 /// kube's error detail for a cost above its limit (`getCostErrorMessage`).
 pub(crate) fn exceeds(cost_name: &str, cost: u64, limit: u64) -> String {
@@ -95,15 +140,7 @@ pub(crate) fn children_factor(s: &Map<String, Value>) -> Option<u64> {
 /// embedded resource when `resource`), or `None` when it does not follow the expression.
 pub(crate) fn estimate(expr: &IdedExpr, s: &Map<String, Value>, resource: bool) -> Option<u64> {
     let root = Decl::of(s, resource)?;
-    let mut coster = Coster {
-        root,
-        paths: HashMap::new(),
-        sizes: HashMap::new(),
-        entries: HashMap::new(),
-        types: HashMap::new(),
-        locals: Vec::new(),
-    };
-    coster.cost(expr).map(|c| c.max)
+    Coster::new(Some(root), None).cost(expr).map(|c| c.max)
 }
 
 /// A schema node as kube's `DeclType` sees it.
@@ -136,6 +173,22 @@ enum Kind {
     Map,
     Struct,
     Dyn,
+    /// One of kube's library types.
+    Lib(Lib),
+    /// An `optional_type` (its value's type is the `Ty`'s).
+    Optional,
+}
+
+/// kube's library types (`k8s.io/apiserver/pkg/cel`): `kubernetes.Quantity`, `net.IP`,
+/// `net.CIDR`, `kubernetes.URL`, `kubernetes.NamedFormat`, `kubernetes.Semver`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Lib {
+    Quantity,
+    Ip,
+    Cidr,
+    Url,
+    Format,
+    Semver,
 }
 
 impl<'a> Decl<'a> {
@@ -394,6 +447,7 @@ enum Ty<'a> {
     Prim(Kind),
     List(Box<Ty<'a>>),
     Map(Box<Ty<'a>>, Box<Ty<'a>>),
+    Optional(Box<Ty<'a>>),
 }
 
 impl<'a> Ty<'a> {
@@ -403,6 +457,14 @@ impl<'a> Ty<'a> {
             Ty::Prim(k) => *k,
             Ty::List(_) => Kind::List,
             Ty::Map(..) => Kind::Map,
+            Ty::Optional(_) => Kind::Optional,
+        }
+    }
+
+    fn lib(&self) -> Option<Lib> {
+        match self.kind() {
+            Kind::Lib(lib) => Some(lib),
+            _ => None,
         }
     }
 
@@ -411,7 +473,7 @@ impl<'a> Ty<'a> {
         match self {
             Ty::Decl(d) => d.element().map(Ty::Decl),
             Ty::List(e) | Ty::Map(_, e) => Some((**e).clone()),
-            Ty::Prim(_) => None,
+            Ty::Prim(_) | Ty::Optional(_) => None,
         }
     }
 
@@ -424,7 +486,11 @@ impl<'a> Ty<'a> {
         }
     }
 
+    /// cel-go's `isScalar`: of a constant size (an optional of one too).
     fn scalar(&self) -> bool {
+        if let Ty::Optional(value) = self {
+            return value.scalar();
+        }
         matches!(
             self.kind(),
             Kind::Bool | Kind::Double | Kind::Duration | Kind::Int | Kind::Timestamp | Kind::Uint
@@ -523,15 +589,42 @@ struct Local<'a> {
     ty: Ty<'a>,
 }
 
+/// The value of a two-variable comprehension as our expansion reads it, `@rangeN[@keyN]`
+/// (`super::comprehensions`): what cel-go's `pushIterValue` pushes for its second variable.
+struct Alias<'a> {
+    range: String,
+    key: String,
+    value: Local<'a>,
+}
+
 /// cel-go's `coster`, with the types its checker would have given.
 struct Coster<'a> {
-    root: Decl<'a>,
+    /// The rule's node (`self`), sized by kube's `sizeEstimator` over the schema.
+    root: Option<Decl<'a>>,
+    /// Instead of the schema's sizes, every string and bytes value without a size of its own
+    /// is at most this long (the `testCostEstimator` of kube's `library/cost_test.go`).
+    strings: Option<u64>,
     paths: HashMap<u64, Vec<String>>,
     sizes: HashMap<u64, Est>,
     entries: HashMap<u64, Entry>,
     types: HashMap<u64, Ty<'a>>,
     locals: Vec<Local<'a>>,
+    aliases: Vec<Alias<'a>>,
+    /// The cel crate's `@target` of `optMap`/`optFlatMap`, which cel-go does not bind but
+    /// copies: each use costs the target's expression again.
+    inlined: Vec<IdedExpr>,
+    /// Expressions costed so far (copies included): past [`STEPS_MAX`] the estimate gives up.
+    steps: usize,
+    /// The last id given to a node of cel-go's expansion built from ours (see `inserting`).
+    synthetic: u64,
 }
+
+/// The most expressions one estimate costs (copied targets of nested `optMap`s cost their
+/// expression again, as in cel-go, which grows exponentially with the nesting).
+const STEPS_MAX: usize = 1_000_000;
+
+/// The variable the cel crate binds an `optMap`'s or `optFlatMap`'s target to.
+const OPTIONAL_TARGET: &str = "@target";
 
 /// What cel-go's cost functions see of an argument (its `AstNode`).
 struct Node<'a> {
@@ -541,6 +634,33 @@ struct Node<'a> {
 }
 
 impl<'a> Coster<'a> {
+    fn new(root: Option<Decl<'a>>, strings: Option<u64>) -> Coster<'a> {
+        Coster {
+            root,
+            strings,
+            paths: HashMap::new(),
+            sizes: HashMap::new(),
+            entries: HashMap::new(),
+            types: HashMap::new(),
+            locals: Vec::new(),
+            aliases: Vec::new(),
+            inlined: Vec::new(),
+            steps: 0,
+            synthetic: u64::MAX,
+        }
+    }
+
+    /// kube's `EstimateSize` of a node at `path` of type `ty` (the schema's, or the test
+    /// estimator's by type).
+    fn estimate_size(&self, path: &[String], ty: Option<&Ty<'a>>) -> Option<Est> {
+        match self.strings {
+            Some(n) => ty
+                .is_some_and(|t| matches!(t.kind(), Kind::String | Kind::Bytes))
+                .then_some(Est { min: 0, max: n }),
+            None => self.size_at(path),
+        }
+    }
+
     fn local(&self, name: &str) -> Option<&Local<'a>> {
         self.locals.iter().rev().find(|l| l.name == name)
     }
@@ -561,7 +681,7 @@ impl<'a> Coster<'a> {
     /// kube's `sizeEstimator.EstimateSize`: the node the path names from the rule's node.
     fn size_at(&self, path: &[String]) -> Option<Est> {
         let (_, rest) = path.split_first()?;
-        let mut node = self.root;
+        let mut node = self.root?;
         for step in rest {
             node = match step.as_str() {
                 "@items" | "@values" => match node.kind() {
@@ -597,7 +717,7 @@ impl<'a> Coster<'a> {
         if let Some(size) = literal_size(e) {
             return Some(size);
         }
-        if let Some(size) = self.size_at(&self.path(e)) {
+        if let Some(size) = self.estimate_size(&self.path(e), self.ty(e).as_ref()) {
             self.sizes.insert(e.id, size);
             return Some(size);
         }
@@ -636,6 +756,27 @@ impl<'a> Coster<'a> {
     }
 
     fn cost(&mut self, e: &IdedExpr) -> Option<Est> {
+        self.steps += 1;
+        if self.steps > STEPS_MAX {
+            return None;
+        }
+        if let Expr::Ident(name) = &e.expr
+            && name == OPTIONAL_TARGET
+        {
+            // A copy of the target, as cel-go's macro writes it.
+            let target = self.inlined.last()?.clone();
+            let cost = self.cost(&target)?;
+            let ty = self.ty(&target)?;
+            if let Some(size) = self.size(&target) {
+                self.sizes.insert(e.id, size);
+            }
+            if let Some(entry) = self.entry(&target) {
+                self.entries.insert(e.id, entry);
+            }
+            self.paths.insert(e.id, self.path(&target));
+            self.types.insert(e.id, ty);
+            return Some(cost);
+        }
         let (cost, ty) = match &e.expr {
             Expr::Literal(literal) => (
                 Est::fixed(0),
@@ -654,7 +795,7 @@ impl<'a> Coster<'a> {
                     Some(local) => local.ty.clone(),
                     None => {
                         let ty = match name.as_str() {
-                            "self" | "oldSelf" => Ty::Decl(self.root),
+                            "self" | "oldSelf" => Ty::Decl(self.root?),
                             "bool" | "int" | "uint" | "double" | "string" | "bytes" | "list"
                             | "map" | "null_type" | "type" => Ty::Prim(Kind::Type),
                             _ => return None,
@@ -767,10 +908,35 @@ impl<'a> Coster<'a> {
                 if c.iter_var2.is_some() {
                     return None;
                 }
+                if let Some((inner, map)) = two_variables(c) {
+                    let cel_go;
+                    let inner = if map {
+                        cel_go = self.inserting(inner)?;
+                        &cel_go
+                    } else {
+                        inner
+                    };
+                    let (cost, ty) = self.two_variables(e, c, inner)?;
+                    self.types.insert(e.id, ty);
+                    return Some(cost);
+                }
                 let bind = matches!(&c.iter_range.expr, Expr::List(l) if l.elements.is_empty())
                     && matches!(&c.loop_cond.expr, Expr::Literal(LiteralValue::Boolean(b)) if !**b)
                     && c.accu_var != "@result";
-                if bind {
+                if bind && c.accu_var == OPTIONAL_TARGET {
+                    // No bind in cel-go: the macro's uses of the target are copies of it.
+                    self.inlined.push(c.accu_init.clone());
+                    let result = self.cost(&c.result);
+                    self.inlined.pop();
+                    let result = result?;
+                    if let Some(size) = self.size(&c.result) {
+                        self.sizes.insert(e.id, size);
+                    }
+                    if let Some(entry) = self.entry(&c.result) {
+                        self.entries.insert(e.id, entry);
+                    }
+                    (result, self.ty(&c.result)?)
+                } else if bind {
                     let mut sum = self.cost(&c.iter_range)?;
                     sum = sum.add(self.cost(&c.accu_init)?);
                     let ty = self.ty(&c.accu_init)?;
@@ -789,11 +955,214 @@ impl<'a> Coster<'a> {
                     self.comprehension(e, c)?
                 }
             }
-            Expr::Call(call) => self.call(e, call)?,
+            Expr::Call(call) => match self.alias(call) {
+                Some(i) => {
+                    // cel-go's `computeSize` of the variable: by its path, its type, else the
+                    // size pushed with it.
+                    let value = &self.aliases[i].value;
+                    let (path, ty, pushed) = (value.path.clone(), value.ty.clone(), value.size);
+                    let size = self
+                        .estimate_size(&path, Some(&ty))
+                        .or_else(|| ty.scalar().then_some(Est::fixed(1)))
+                        .or(pushed);
+                    if let Some(size) = size {
+                        self.sizes.insert(e.id, size);
+                    }
+                    self.paths.insert(e.id, path);
+                    (Est::fixed(SELECT_AND_IDENT), ty)
+                }
+                None => self.call(e, call)?,
+            },
             Expr::Struct(_) | Expr::Unspecified => return None,
         };
         self.types.insert(e.id, ty);
         Some(cost)
+    }
+
+    /// Which alias `call` reads, if it is `@rangeN[@keyN]` of a two-variable comprehension
+    /// being estimated.
+    fn alias(&self, call: &cel::common::ast::CallExpr) -> Option<usize> {
+        if call.func_name != "_[_]" || call.target.is_some() {
+            return None;
+        }
+        let [range, key] = call.args.as_slice() else {
+            return None;
+        };
+        let (Expr::Ident(range), Expr::Ident(key)) = (&range.expr, &key.expr) else {
+            return None;
+        };
+        self.aliases
+            .iter()
+            .rposition(|a| &a.range == range && &a.key == key)
+    }
+
+    /// cel-go's `costComprehension` of a two-variable comprehension, from our expansion of it
+    /// (`bind`: the range held; `c`: the comprehension over its keys): the range is costed
+    /// once, the key is cel-go's `pushIterKey`, the value `pushIterValue`, each costing 1.
+    fn two_variables(
+        &mut self,
+        e: &IdedExpr,
+        bind: &cel::common::ast::ComprehensionExpr,
+        c: &cel::common::ast::ComprehensionExpr,
+    ) -> Option<(Est, Ty<'a>)> {
+        let range = &bind.accu_init;
+        let mut sum = self.cost(range)?;
+        sum = sum.add(self.cost(&c.accu_init)?);
+        let range_ty = self.ty(range)?;
+        let accu_ty = self.ty(&c.accu_init)?;
+        let entry = self.entry(range);
+        let list = match entry {
+            Some(entry) => entry.list,
+            None => match range_ty.kind() {
+                Kind::List => true,
+                Kind::Map => false,
+                _ => return None,
+            },
+        };
+        let (key_sub, key_ty, value_sub) = if list {
+            ("@indices", Some(Ty::Prim(Kind::Int)), "@items")
+        } else {
+            ("@keys", range_ty.key(), "@values")
+        };
+        let (key_ty, value_ty) = (key_ty?, range_ty.element()?);
+        let path = self.path(range);
+        let at = |sub: &str| {
+            let mut path = path.clone();
+            path.push(sub.to_owned());
+            path
+        };
+        self.push_local(&c.accu_var, &c.accu_init, accu_ty);
+        self.locals.push(Local {
+            name: c.iter_var.clone(),
+            path: at(key_sub),
+            size: entry.map(|e| e.key),
+            entry: None,
+            ty: key_ty,
+        });
+        self.aliases.push(Alias {
+            range: bind.accu_var.clone(),
+            key: c.iter_var.clone(),
+            value: Local {
+                name: String::new(),
+                path: at(value_sub),
+                size: entry.map(|e| e.value),
+                entry: None,
+                ty: value_ty,
+            },
+        });
+        let loop_cost = self.cost(&c.loop_cond);
+        let step_cost = self.cost(&c.loop_step);
+        self.aliases.pop();
+        self.locals.pop();
+        let (Some(loop_cost), Some(step_cost)) = (loop_cost, step_cost) else {
+            self.locals.pop();
+            return None;
+        };
+        let step_ty = self.ty(&c.loop_step);
+        if let (Some(step_ty), Some(accu)) = (step_ty, self.locals.last_mut()) {
+            accu.ty = step_ty;
+        }
+        let result = self.cost(&c.result);
+        self.locals.pop();
+        sum = sum.add(result?);
+        let count = self.size_or_unknown(range);
+        sum = sum.add(count.multiply(step_cost.add(loop_cost)));
+        self.comprehension_size(e, c, count);
+        Some((sum, self.ty(&c.result)?))
+    }
+
+    /// cel-go's `transformMap`/`transformMapEntry` comprehension from ours: an empty map
+    /// literal, each step `cel.@mapInsert(@result, k, t)` (`@mapInsert(@result, m)`), perhaps
+    /// filtered, where ours appends `[k, t]` (`m`) to a list (nodes added get ids no
+    /// expression has: counted down from the largest).
+    fn inserting(
+        &mut self,
+        c: &cel::common::ast::ComprehensionExpr,
+    ) -> Option<cel::common::ast::ComprehensionExpr> {
+        use cel::common::ast::{CallExpr, MapExpr};
+        let accu = &c.accu_var;
+        let is_accu = |e: &IdedExpr| matches!(&e.expr, Expr::Ident(n) if n == accu);
+        let appended = |e: &IdedExpr| -> Option<IdedExpr> {
+            let Expr::Call(add) = &e.expr else {
+                return None;
+            };
+            match (add.func_name.as_str(), add.args.as_slice()) {
+                ("_+_", [a, list]) if is_accu(a) && add.target.is_none() => match &list.expr {
+                    Expr::List(l) if l.elements.len() == 1 => Some(l.elements[0].clone()),
+                    _ => None,
+                },
+                _ => None,
+            }
+        };
+        let (filter, entry) = match &c.loop_step.expr {
+            Expr::Call(t) if t.func_name == "_?_:_" && t.target.is_none() => {
+                match t.args.as_slice() {
+                    [f, step, otherwise] if is_accu(otherwise) => {
+                        (Some(f.clone()), appended(step)?)
+                    }
+                    _ => return None,
+                }
+            }
+            _ => (None, appended(&c.loop_step)?),
+        };
+        let mut fresh = |expr: Expr| {
+            self.synthetic -= 1;
+            IdedExpr {
+                id: self.synthetic,
+                expr,
+            }
+        };
+        let accu_ident = || Expr::Ident(accu.clone());
+        let args = match &entry.expr {
+            Expr::List(pair) => match pair.elements.as_slice() {
+                [key, value] if matches!(&key.expr, Expr::Ident(k) if k == &c.iter_var) => {
+                    vec![fresh(accu_ident()), key.clone(), value.clone()]
+                }
+                _ => return None,
+            },
+            _ => vec![fresh(accu_ident()), entry],
+        };
+        let call = |func: &str, args: Vec<IdedExpr>| {
+            Expr::Call(CallExpr {
+                func_name: func.to_owned(),
+                target: None,
+                args,
+            })
+        };
+        let mut step = fresh(call(super::comprehensions::MAP_INSERT, args));
+        if let Some(filter) = filter {
+            let otherwise = fresh(accu_ident());
+            step = fresh(call("_?_:_", vec![filter, step, otherwise]));
+        }
+        let mut cel_go = c.clone();
+        cel_go.accu_init = fresh(Expr::Map(MapExpr {
+            entries: Vec::new(),
+        }));
+        cel_go.loop_step = step;
+        Some(cel_go)
+    }
+
+    /// What cel-go's `costComprehension` records of its result's size and entries.
+    fn comprehension_size(
+        &mut self,
+        e: &IdedExpr,
+        c: &cel::common::ast::ComprehensionExpr,
+        count: Est,
+    ) {
+        match &c.accu_init.expr {
+            Expr::Literal(_) => {
+                if let Some(size) = self.size(&c.accu_init) {
+                    self.sizes.insert(e.id, size);
+                }
+            }
+            Expr::List(_) | Expr::Map(_) => {
+                self.sizes.insert(e.id, count);
+                if let Some(entry) = self.entry(&c.loop_step) {
+                    self.entries.insert(e.id, entry);
+                }
+            }
+            _ => {}
+        }
     }
 
     fn push_local(&mut self, name: &str, e: &IdedExpr, ty: Ty<'a>) {
@@ -866,27 +1235,40 @@ impl<'a> Coster<'a> {
         sum = sum.add(result?);
         let range = self.size_or_unknown(&c.iter_range);
         sum = sum.add(range.multiply(step_cost.add(loop_cost)));
-        match &c.accu_init.expr {
-            Expr::Literal(_) => {
-                if let Some(size) = self.size(&c.accu_init) {
-                    self.sizes.insert(e.id, size);
-                }
-            }
-            Expr::List(_) | Expr::Map(_) => {
-                self.sizes.insert(e.id, range);
-                if let Some(entry) = self.entry(&c.loop_step) {
-                    self.entries.insert(e.id, entry);
-                }
-            }
-            _ => {}
-        }
+        self.comprehension_size(e, c, range);
         Some((sum, self.ty(&c.result)?))
     }
 
     /// cel-go's `costCall` and `functionCost`, with kube's library estimates, for the calls
     /// whose overload the operands' types decide.
     fn call(&mut self, e: &IdedExpr, call: &cel::common::ast::CallExpr) -> Option<(Est, Ty<'a>)> {
-        let f = call.func_name.as_str();
+        if call.func_name == "dyn"
+            && call.target.is_none()
+            && let [arg] = call.args.as_slice()
+        {
+            // cel-go's `maybeUnwrapDynCall`: 1 and the argument, its sizes kept.
+            let cost = self.cost(arg)?;
+            if let Some(size) = self.size(arg) {
+                self.sizes.insert(e.id, size);
+            }
+            if let Some(entry) = self.entry(arg) {
+                self.entries.insert(e.id, entry);
+            }
+            return Some((cost.add(Est::fixed(1)), Ty::Prim(Kind::Dyn)));
+        }
+        // `a.b.f(...)` is the function `a.b.f` when the environment declares it (cel-go's
+        // checker resolves it so, and drops the target).
+        let namespaced = call
+            .target
+            .as_deref()
+            .and_then(super::qualified)
+            .map(|q| format!("{q}.{}", call.func_name))
+            .filter(|name| NAMESPACED.contains(&name.as_str()));
+        let f = namespaced.as_deref().unwrap_or(call.func_name.as_str());
+        let call_target = match namespaced {
+            Some(_) => None,
+            None => call.target.as_deref(),
+        };
         let mut arg_costs = Vec::with_capacity(call.args.len());
         let mut args = Vec::with_capacity(call.args.len());
         for arg in &call.args {
@@ -898,7 +1280,7 @@ impl<'a> Coster<'a> {
             args.push(node);
         }
         let mut sum = Est::fixed(0);
-        let target = match &call.target {
+        let target = match call_target {
             Some(target) => {
                 sum = self.cost(target)?;
                 let mut node = self.node(target)?;
@@ -947,6 +1329,25 @@ impl<'a> Coster<'a> {
                     _ => return None,
                 };
                 (arg_costs[0].add(arg_costs[1].union(arg_costs[2])), ty)
+            }
+            // kube's equality of its library types (`library.CostEstimator`), for operands of
+            // the same type.
+            ("_==_", None, [a, b]) if a.ty.lib().is_some() && a.ty.lib() == b.ty.lib() => {
+                let cost = match a.ty.lib() {
+                    Some(Lib::Format) => Est {
+                        min: 1,
+                        max: MAX_FORMAT_SIZE,
+                    }
+                    .factor(STRING_TRAVERSAL),
+                    // kube takes the right side's size for both.
+                    Some(Lib::Url) => Est {
+                        min: 1,
+                        max: b.size.unwrap_or(Est::fixed(1)).max,
+                    }
+                    .factor(STRING_TRAVERSAL),
+                    _ => Est::fixed(1),
+                };
+                (cost.add(arg_sum), Ty::Prim(Kind::Bool))
             }
             ("_==_" | "_!=_", None, [a, b]) => (
                 equality(size_of(a), size_of(b)).add(arg_sum),
@@ -1093,10 +1494,9 @@ impl<'a> Coster<'a> {
                 let size = size_of(t);
                 let mut max = size.max;
                 if let Some(limit) = call.args.get(1) {
-                    match &limit.expr {
-                        Expr::Literal(LiteralValue::Int(n)) => max = u64::try_from(**n).ok()?,
-                        Expr::Literal(_) => return None,
-                        _ => {}
+                    // Go's `uint64(i)`: a negative limit wraps.
+                    if let Expr::Literal(LiteralValue::Int(n)) = &limit.expr {
+                        max = **n as u64;
                     }
                 }
                 result_size = Some(Est { min: 0, max });
@@ -1137,7 +1537,9 @@ impl<'a> Coster<'a> {
                     ("isSorted", Kind::List, []) => Ty::Prim(Kind::Bool),
                     ("sum" | "min" | "max", Kind::List, []) => {
                         let element = t.ty.element()?;
-                        if !element.scalar() && element.kind() != Kind::String {
+                        if !element.scalar()
+                            && !matches!(element.kind(), Kind::String | Kind::Bytes)
+                        {
                             return None;
                         }
                         element
@@ -1171,14 +1573,37 @@ impl<'a> Coster<'a> {
                 let _ = a;
                 (default, Ty::Prim(kind))
             }
-            // `string()` of a number: cel-go gives its result no size, so a concatenation with
-            // it is estimated without bound — kube's documentation nonetheless shows
-            // `'x exceeded max limit of ' + string(self.maxLimit)` as a messageExpression, so
-            // whether kube's own estimator bounds it is not settled here: not estimated (never
-            // a refusal kube might not make).
-            ("string", None, [a]) if a.ty.kind() == Kind::String => {
+            // `string()` of a string, a number, a timestamp, an IP or a CIDR: cel-go's 1, and
+            // no size for the result, so a concatenation with it is estimated without bound (as
+            // kube: its `validation_test.go` refuses the messageExpression `string(self[0]) +
+            // string(self[1])`).
+            ("string", None, [a])
+                if a.ty.scalar()
+                    || matches!(
+                        a.ty.kind(),
+                        Kind::String | Kind::Lib(Lib::Ip) | Kind::Lib(Lib::Cidr)
+                    ) =>
+            {
                 (default, Ty::Prim(Kind::String))
             }
+            // cel-go's `BytesToString` and `StringToBytes` (Go's wrapping `uint64` products).
+            ("string", None, [a]) if a.ty.kind() == Kind::Bytes => {
+                let size = size_of(a);
+                result_size = Some(Est {
+                    min: size.min / 4,
+                    max: size.max,
+                });
+                (traversal(a).add(arg_sum), Ty::Prim(Kind::String))
+            }
+            ("bytes", None, [a]) if a.ty.kind() == Kind::String => {
+                let size = size_of(a);
+                result_size = Some(Est {
+                    min: size.min,
+                    max: size.max.wrapping_mul(4),
+                });
+                (traversal(a).add(arg_sum), Ty::Prim(Kind::Bytes))
+            }
+            ("bytes", None, [a]) if a.ty.kind() == Kind::Bytes => (default, Ty::Prim(Kind::Bytes)),
             (
                 "getFullYear" | "getMonth" | "getDayOfYear" | "getDayOfMonth" | "getDate"
                 | "getDayOfWeek" | "getHours" | "getMinutes" | "getSeconds" | "getMilliseconds",
@@ -1189,14 +1614,18 @@ impl<'a> Coster<'a> {
             {
                 (default, Ty::Prim(Kind::Int))
             }
-            _ => return None,
+            _ => {
+                let (cost, ty, size) = self.library(f, target.as_ref(), &args, call)?;
+                result_size = size;
+                (cost.add(arg_sum), ty)
+            }
         };
         let result_size = match result_size {
             Some(size) => Some(size),
             None => {
                 // computeSize of the call itself (its path, if indexing; else its type).
                 let path = self.paths.get(&e.id).cloned().unwrap_or_default();
-                self.size_at(&path)
+                self.estimate_size(&path, Some(&ty))
                     .or_else(|| ty.scalar().then_some(Est::fixed(1)))
             }
         };
@@ -1206,15 +1635,248 @@ impl<'a> Coster<'a> {
         Some((sum.add(cost), ty))
     }
 
+    /// The estimate of a call of kube's libraries, cel-go's extensions (strings, sets) and
+    /// optionals, as cel-go's `functionCost` gets it: the extension's own estimator
+    /// (`OverloadCostEstimate`: sets), else kube's `library.CostEstimator.EstimateCallCost`,
+    /// else cel-go's own (`format`, `strings.quote`), else 1. The call's own cost (without its
+    /// arguments'), its type, and its result's size when the estimator gives one. `None` for a
+    /// call whose overload the operands' types do not decide.
+    fn library(
+        &mut self,
+        f: &str,
+        target: Option<&Node<'a>>,
+        args: &[Node<'a>],
+        call: &cel::common::ast::CallExpr,
+    ) -> Option<(Est, Ty<'a>, Option<Est>)> {
+        use Kind::{Bool, Int, String as Str};
+        let size_of = |n: &Node<'_>| n.size.unwrap_or(Est::UNKNOWN);
+        let traversal = |n: &Node<'_>| size_of(n).factor(STRING_TRAVERSAL);
+        let one = Est::fixed(1);
+        let kind = |n: &Node<'_>| n.ty.kind();
+        let lib = |n: &Node<'_>| n.ty.lib();
+        let prim = Ty::Prim;
+        let libt = |l: Lib| Ty::Prim(Kind::Lib(l));
+        Some(match (f, target, args) {
+            // kube's quantity and semver libraries: parsing traverses the string.
+            ("quantity", None, [s]) if kind(s) == Str => (traversal(s), libt(Lib::Quantity), None),
+            ("semver", None, [s] | [s, _])
+                if kind(s) == Str && args.get(1).is_none_or(|b| kind(b) == Bool) =>
+            {
+                (traversal(s), libt(Lib::Semver), None)
+            }
+            ("isQuantity", None, [s]) if kind(s) == Str => (traversal(s), prim(Bool), None),
+            ("isSemver", None, [s] | [s, _])
+                if kind(s) == Str && args.get(1).is_none_or(|b| kind(b) == Bool) =>
+            {
+                (traversal(s), prim(Bool), None)
+            }
+            ("sign" | "asInteger", Some(t), []) if lib(t) == Some(Lib::Quantity) => {
+                (one, prim(Int), None)
+            }
+            ("isInteger", Some(t), []) if lib(t) == Some(Lib::Quantity) => (one, prim(Bool), None),
+            ("asApproximateFloat", Some(t), []) if lib(t) == Some(Lib::Quantity) => {
+                (one, prim(Kind::Double), None)
+            }
+            ("add" | "sub", Some(t), [a])
+                if lib(t) == Some(Lib::Quantity)
+                    && (lib(a) == Some(Lib::Quantity) || kind(a) == Int) =>
+            {
+                (one, libt(Lib::Quantity), None)
+            }
+            ("isGreaterThan" | "isLessThan" | "compareTo", Some(t), [a])
+                if matches!(lib(t), Some(Lib::Quantity | Lib::Semver)) && lib(t) == lib(a) =>
+            {
+                let ty = if f == "compareTo" { Int } else { Bool };
+                (one, prim(ty), None)
+            }
+            ("major" | "minor" | "patch", Some(t), []) if lib(t) == Some(Lib::Semver) => {
+                (one, prim(Int), None)
+            }
+            // kube's IP and CIDR libraries.
+            ("ip", None, [s]) if kind(s) == Str => (traversal(s), libt(Lib::Ip), None),
+            ("ip", Some(t), []) if lib(t) == Some(Lib::Cidr) => (one, libt(Lib::Ip), None),
+            ("cidr", None, [s]) if kind(s) == Str => (traversal(s), libt(Lib::Cidr), None),
+            ("isIP" | "isCIDR", None, [s]) if kind(s) == Str => (traversal(s), prim(Bool), None),
+            ("ip.isCanonical", None, [s]) if kind(s) == Str => {
+                (size_of(s).factor(2.0 * STRING_TRAVERSAL), prim(Bool), None)
+            }
+            ("family", Some(t), []) if lib(t) == Some(Lib::Ip) => (one, prim(Int), None),
+            (
+                "isUnspecified"
+                | "isLoopback"
+                | "isLinkLocalMulticast"
+                | "isLinkLocalUnicast"
+                | "isGlobalUnicast",
+                Some(t),
+                [],
+            ) if lib(t) == Some(Lib::Ip) => (one, prim(Bool), None),
+            ("masked", Some(t), []) if lib(t) == Some(Lib::Cidr) => (one, libt(Lib::Cidr), None),
+            ("prefixLength", Some(t), []) if lib(t) == Some(Lib::Cidr) => (one, prim(Int), None),
+            ("containsIP" | "containsCIDR", Some(t), [a]) if lib(t) == Some(Lib::Cidr) => {
+                let other = if f == "containsIP" {
+                    Lib::Ip
+                } else {
+                    Lib::Cidr
+                };
+                // Two addresses of 4 to 16 bytes compared.
+                let bytes = Est { min: 4, max: 16 };
+                let mut cost = bytes.add(bytes).factor(STRING_TRAVERSAL);
+                if other == Lib::Cidr {
+                    cost = cost.add(bytes.factor(STRING_TRAVERSAL)).add(one);
+                }
+                if kind(a) == Str {
+                    cost = cost.add(traversal(a));
+                } else if lib(a) != Some(other) {
+                    return None;
+                }
+                (cost, prim(Bool), None)
+            }
+            // kube's URL library: the URL is as long as its text.
+            ("url", None, [s]) if kind(s) == Str => {
+                (traversal(s), libt(Lib::Url), Some(size_of(s)))
+            }
+            ("isURL", None, [s]) if kind(s) == Str => (one, prim(Bool), None),
+            (
+                "getScheme" | "getHost" | "getHostname" | "getPort" | "getEscapedPath",
+                Some(t),
+                [],
+            ) if lib(t) == Some(Lib::Url) => (one, prim(Str), None),
+            ("getQuery", Some(t), []) if lib(t) == Some(Lib::Url) => (
+                one,
+                Ty::Map(Box::new(prim(Str)), Box::new(Ty::List(Box::new(prim(Str))))),
+                None,
+            ),
+            // kube's format library: a format's regex is taken as `MaxNameFormatRegexSize`
+            // long.
+            ("format.named", None, [s]) if kind(s) == Str => {
+                (one, Ty::Optional(Box::new(libt(Lib::Format))), None)
+            }
+            (name, None, []) if name.starts_with("format.") => (one, libt(Lib::Format), None),
+            ("validate", Some(t), [s]) if lib(t) == Some(Lib::Format) && kind(s) == Str => (
+                traversal(s).factor(MAX_NAME_FORMAT_REGEX_SIZE * REGEX_LENGTH),
+                Ty::Optional(Box::new(Ty::List(Box::new(prim(Str))))),
+                None,
+            ),
+            // cel-go's sets extension (its own estimator: the product of the lists' sizes).
+            ("sets.contains" | "sets.intersects" | "sets.equivalent", None, [a, b])
+                if kind(a) == Kind::List && kind(b) == Kind::List =>
+            {
+                let factor = if f == "sets.equivalent" { 2.0 } else { 1.0 };
+                let product = size_of(a).multiply(size_of(b)).factor(factor);
+                (product.add(one), prim(Bool), None)
+            }
+            // cel-go's strings extension and kube's regex library.
+            ("replace", Some(t), [from, to] | [from, to, _])
+                if kind(t) == Str
+                    && kind(from) == Str
+                    && kind(to) == Str
+                    && args.get(2).is_none_or(|n| kind(n) == Int) =>
+            {
+                let size = replaced_size(size_of(t), size_of(from), size_of(to))?;
+                (
+                    size_of(t).factor(2.0 * STRING_TRAVERSAL),
+                    prim(Str),
+                    Some(size),
+                )
+            }
+            ("find" | "findAll", Some(t), [re] | [re, _])
+                if kind(t) == Str
+                    && kind(re) == Str
+                    && (f == "findAll" || args.len() == 1)
+                    && args.get(1).is_none_or(|n| kind(n) == Int) =>
+            {
+                let size = size_of(t);
+                let text = size.add(one).factor(STRING_TRAVERSAL);
+                let regex = size_of(re).factor(REGEX_LENGTH);
+                let ty = if f == "find" {
+                    prim(Str)
+                } else {
+                    Ty::List(Box::new(prim(Str)))
+                };
+                (
+                    text.multiply(regex),
+                    ty,
+                    Some(Est {
+                        min: 0,
+                        max: size.max,
+                    }),
+                )
+            }
+            ("format", Some(t), [list]) if kind(t) == Str && kind(list) == Kind::List => {
+                (traversal(t), prim(Str), None)
+            }
+            ("strings.quote", None, [s]) if kind(s) == Str => {
+                let size = size_of(s);
+                // Go's wrapping `uint64` arithmetic.
+                let quoted = Est {
+                    min: size.min.wrapping_add(2),
+                    max: size.max.wrapping_mul(2).wrapping_add(2),
+                };
+                (traversal(s), prim(Str), Some(quoted))
+            }
+            // cel-go's `cel.@mapInsert` of `transformMap` and `transformMapEntry`: 1.
+            (super::comprehensions::MAP_INSERT, None, [map, key, value])
+                if kind(map) == Kind::Map =>
+            {
+                let ty = Ty::Map(Box::new(key.ty.clone()), Box::new(value.ty.clone()));
+                (one, ty, None)
+            }
+            (super::comprehensions::MAP_INSERT, None, [map, other])
+                if kind(map) == Kind::Map && kind(other) == Kind::Map =>
+            {
+                (one, other.ty.clone(), None)
+            }
+            // cel-go's optional types library: 1 each.
+            ("optional.of" | "optional.ofNonZeroValue", None, [a]) => {
+                (one, Ty::Optional(Box::new(a.ty.clone())), None)
+            }
+            ("optional.none", None, []) => (one, Ty::Optional(Box::new(prim(Kind::Dyn))), None),
+            ("hasValue", Some(t), []) if kind(t) == Kind::Optional => (one, prim(Bool), None),
+            ("value", Some(t), []) => match &t.ty {
+                Ty::Optional(value) => (one, (**value).clone(), None),
+                _ => return None,
+            },
+            ("orValue", Some(t), [_]) => match &t.ty {
+                Ty::Optional(value) => (one, (**value).clone(), None),
+                _ => return None,
+            },
+            ("or", Some(t), [a]) if kind(t) == Kind::Optional && kind(a) == Kind::Optional => {
+                (one, t.ty.clone(), None)
+            }
+            ("_?._", None, [operand, field]) => {
+                let Some(Expr::Literal(LiteralValue::String(name))) =
+                    call.args.get(1).map(|f| &f.expr)
+                else {
+                    return None;
+                };
+                let _ = field;
+                let value = match &operand.ty {
+                    Ty::Decl(d) if d.kind() == Kind::Struct => Ty::Decl(d.field(name)?),
+                    t if t.kind() == Kind::Map => t.element()?,
+                    _ => return None,
+                };
+                (one, Ty::Optional(Box::new(value)), None)
+            }
+            ("_[?_]", None, [container, index]) => {
+                let value = match (container.ty.kind(), index.ty.kind()) {
+                    (Kind::List, Int) | (Kind::Map, Str) => container.ty.element()?,
+                    _ => return None,
+                };
+                (one, Ty::Optional(Box::new(value)), None)
+            }
+            _ => return None,
+        })
+    }
+
     /// The size kube's estimator gives a list's element (its `listElementNode`): by the
     /// list's path when it has one, else unknown.
     fn element_size(&self, list: &Node<'a>) -> Est {
-        if list.path.is_empty() {
-            return Est::UNKNOWN;
-        }
         let mut path = list.path.clone();
-        path.push("@items".to_owned());
-        self.size_at(&path).unwrap_or(Est::UNKNOWN)
+        if !path.is_empty() {
+            path.push("@items".to_owned());
+        }
+        self.estimate_size(&path, list.ty.element().as_ref())
+            .unwrap_or(Est::UNKNOWN)
     }
 }
 
@@ -1236,6 +1898,77 @@ fn join_types<'a>(so_far: Option<Ty<'a>>, next: Ty<'a>) -> Ty<'a> {
         Some(t) if t.kind() == next.kind() && t.kind() != Kind::List && t.kind() != Kind::Map => t,
         Some(_) => Ty::Prim(Kind::Dyn),
     }
+}
+
+/// kube's estimate of the size of `text.replace(from, to)` (`library.CostEstimator`), or
+/// `None` where it converts a float beyond `uint64` (Go's result is then the machine's).
+fn replaced_size(text: Est, from: Est, to: Est) -> Option<Est> {
+    let (mut count, mut kept) = (Est::fixed(0), Est::fixed(0));
+    // The longest result.
+    if from.min == 0 {
+        count.max = if text.max < u64::MAX {
+            text.max + 1
+        } else {
+            text.max
+        };
+        kept.max = text.max;
+    } else if to.max <= from.min {
+        kept.max = text.max;
+    } else {
+        count.max = ceil_div(text.max, from.min)?;
+    }
+    // The shortest.
+    if from.max == 0 {
+        count.min = if text.min < u64::MAX {
+            text.min + 1
+        } else {
+            text.min
+        };
+        kept.min = text.min;
+    } else if from.max <= to.min {
+        kept.min = text.min;
+    } else {
+        count.min = ceil_div(text.min, from.max)?;
+    }
+    Some(count.multiply(to).add(kept))
+}
+
+/// Go's `uint64(math.Ceil(float64(a) / float64(b)))`, where it is defined.
+fn ceil_div(a: u64, b: u64) -> Option<u64> {
+    let q = (a as f64 / b as f64).ceil();
+    (q < 18_446_744_073_709_551_616.0).then_some(q as u64)
+}
+
+/// The comprehension over a two-variable comprehension's keys when `bind` holds its range
+/// (our expansion: `super::comprehensions`), and whether it builds a map (`transformMap`,
+/// `transformMapEntry`: a list of entries made a map at the end).
+fn two_variables(
+    bind: &cel::common::ast::ComprehensionExpr,
+) -> Option<(&cel::common::ast::ComprehensionExpr, bool)> {
+    let held = bind.accu_var.strip_prefix(super::comprehensions::RANGE)?;
+    if held.is_empty() || !held.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let (comprehension, map) = match &bind.result.expr {
+        Expr::Call(to_map)
+            if to_map.func_name == super::comprehensions::TO_MAP && to_map.target.is_none() =>
+        {
+            match to_map.args.as_slice() {
+                [c] => (c, true),
+                _ => return None,
+            }
+        }
+        _ => (&bind.result, false),
+    };
+    let Expr::Comprehension(c) = &comprehension.expr else {
+        return None;
+    };
+    let Expr::Call(keys) = &c.iter_range.expr else {
+        return None;
+    };
+    let reads_range = matches!(keys.args.as_slice(), [a] if matches!(&a.expr, Expr::Ident(n) if n == &bind.accu_var));
+    (keys.func_name == super::comprehensions::KEYS && keys.target.is_none() && reads_range)
+        .then_some((&**c, map))
 }
 
 /// cel-go's `computeExprSize` of a literal: a string's code points, bytes' length, 1 for the

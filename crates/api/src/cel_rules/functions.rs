@@ -1,7 +1,7 @@
 //! The names of the functions kube-apiserver 1.33's CEL environments declare: what an
 //! expression may call without cel-go's checker refusing it with `undeclared reference to
 //! 'foo' (in container '')` (see [`super::compile_in`]). Macros are expanded before the check
-//! (the crate's, `cel.bind`, and the two-variable comprehensions: `super::comprehensions`).
+//! (the crate's and the two-variable comprehensions: `super::comprehensions`).
 //!
 //! ## Guarantees
 //! - **Names only**: a name is declared when any overload of it is, global or member, of
@@ -18,7 +18,9 @@
 //!   included), and the same for CRD rules,
 //!   admission policies and webhook match conditions (kube's CRD and admission environments
 //!   are the same base environment with different variables).
-//! - **Not declared, as in kube 1.33**: cel-go's `ext.Math` (`math.greatest`, ...),
+//! - **Not declared, as in kube 1.33**: cel-go's `ext.Bindings` (`cel.bind`: in no kube
+//!   version's environment, stored expressions' included; `cel.bind(x, a, b)` is `bind` on an
+//!   undeclared `cel`), `ext.Math` (`math.greatest`, ...),
 //!   `ext.Lists` (`lists.range`, `distinct`, `sortBy`, ...: kube 1.34's base environment adds
 //!   it), `ext.Encoders` (`base64.encode`), `ext.Protos`, strings version 3's `reverse`, and
 //!   `jsonpatch.escapeKey` (only in the environment of MutatingAdmissionPolicies' patches,
@@ -41,8 +43,6 @@
 //!   entry), `semverlib.go`; cross-checked against `library_compatibility_test.go`'s list.
 //!
 //! ## Differs from kube
-//! - `cel.bind` (cel-go's `ext.Bindings`, which kube 1.33's base environment does not enable,
-//!   so kube refuses it) is accepted: this server expands and evaluates it (`library`).
 //! - A new expression may call 1.33's `semver` library, which kube 1.33 accepts only in
 //!   stored expressions (see above).
 

@@ -1,20 +1,17 @@
 //! The functions kube-apiserver adds to CEL's standard ones that rules use most, over the
 //! `cel` crate's value traits: `matches` (Go's RE2 syntax, compiled once and kept, as the
 //! schema's patterns: [`crate::structural`]), kube's regex library (`find`, `findAll`) and
-//! lists library (`isSorted`, `sum`, `min`, `max`, `indexOf`, `lastIndexOf`), `cel.bind`
-//! (cel-go's `ext.Bindings`, expanded when the rule is parsed), with kube's
+//! lists library (`isSorted`, `sum`, `min`, `max`, `indexOf`, `lastIndexOf`), with kube's
 //! results and errors (`min` of an empty list is an error, `sum` of one is `0`). (kube's IP
 //! and CIDR libraries are [`super::net`].)
 
 use std::cmp::Ordering;
 
-use cel::common::ast::{ComprehensionExpr, Expr, IdedExpr, ListExpr, LiteralValue};
 use cel::common::traits::Iterable;
 use cel::common::types::{
     CelBool, CelInt, CelList, CelString, DYN_TYPE, INT_TYPE, LIST_TYPE, STRING_TYPE,
 };
 use cel::common::value::{CowVal, Val};
-use cel::parser::{Macro, MacroExprHelper, ParseError};
 use cel::{DeclarationError, Env, ExecutionError};
 
 /// `Val` for a Rust type that is one of kube's library types to CEL (a `kubernetes.Quantity`,
@@ -55,7 +52,6 @@ pub(super) use opaque_val;
 
 /// Registers the library on `env` (built without the crate's own `matches`).
 pub(super) fn extension(env: &mut Env) -> Result<(), DeclarationError> {
-    env.add_macro(Macro::receiver("bind", 3, bind))?;
     env.add_overload(
         "matches",
         "matches",
@@ -276,39 +272,4 @@ fn index_of<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Executi
 
 fn last_index_of<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
     position(args, "lastIndexOf", true)
-}
-
-/// `cel.bind(name, init, body)`: `body` with `name` bound to `init`, expanded as cel-go
-/// expands it, into a comprehension over no element whose accumulator is `name`.
-fn bind(
-    helper: &mut MacroExprHelper<'_>,
-    target: &mut Option<IdedExpr>,
-    args: &mut Vec<IdedExpr>,
-) -> Result<Option<IdedExpr>, ParseError> {
-    if !matches!(target.as_ref().map(|t| &t.expr), Some(Expr::Ident(n)) if n == "cel") {
-        return Ok(None);
-    }
-    let Some(Expr::Ident(name)) = args.first().map(|a| &a.expr) else {
-        let at = args.first().map_or(0, |a| a.id);
-        return Err(helper.new_error(at, "cel.bind() variable names must be simple identifiers"));
-    };
-    let name = name.clone();
-    let (Some(body), Some(init)) = (args.pop(), args.pop()) else {
-        return Ok(None);
-    };
-    target.take();
-    let no_elements = helper.next_expr(Expr::List(ListExpr::new(Vec::new())));
-    let never = helper.next_expr(Expr::Literal(LiteralValue::Boolean(false.into())));
-    let step = helper.next_expr(Expr::Ident(name.clone()));
-    let bound = ComprehensionExpr {
-        iter_range: no_elements,
-        iter_var: "#unused".to_owned(),
-        iter_var2: None,
-        accu_var: name,
-        accu_init: init,
-        loop_cond: never,
-        loop_step: step,
-        result: body,
-    };
-    Ok(Some(helper.next_expr(Expr::Comprehension(Box::new(bound)))))
 }

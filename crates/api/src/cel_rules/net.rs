@@ -19,11 +19,10 @@
 //! - The methods cost a constant in the expression's bound; what reads a string (`ip()`,
 //!   `cidr()`, `isIP()`, `isCIDR()`, `ip.isCanonical()`, `containsIP`/`containsCIDR` of a
 //!   string) a tenth per byte of it, as any string function.
-//!
-//! ## Differs from kube
-//! - A text that is not an address at all fails with `ParseAddr("..."): unable to parse IP`
-//!   after kube's prefix, where Go's `netip` names the first thing it found wrong (`IPv4 field
-//!   has value >255`, ...).
+//! - A text that is not an address fails with kube's prefix and Go's `netip.ParseAddr` error,
+//!   which names the first thing it found wrong (`IP Address "1.2.3.256" parse error during
+//!   conversion from string: ParseAddr("1.2.3.256"): IPv4 field has value >255`; the parse is
+//!   a port of Go's).
 
 use std::net::IpAddr;
 
@@ -139,17 +138,166 @@ fn failure(function: &str, message: String) -> ExecutionError {
     ExecutionError::function_error(function, message)
 }
 
-/// Go's `netip.ParseAddr` of `raw`, without a zone (`%`), the address and whether it had one.
-fn parse_addr(raw: &str) -> Option<(IpAddr, bool)> {
-    match raw.split_once('%') {
-        // A zone only follows an IPv6 address, and is not empty.
-        Some((address, zone)) if !zone.is_empty() && address.contains(':') => address
-            .parse::<std::net::Ipv6Addr>()
-            .ok()
-            .map(|a| (IpAddr::V6(a), true)),
-        Some(_) => None,
-        None => raw.parse::<IpAddr>().ok().map(|a| (a, false)),
+/// A port of Go's `netip.ParseAddr`: the address and whether it had a zone, or Go's error
+/// (`ParseAddr("1.2.3.256"): IPv4 field has value >255`).
+fn go_parse_addr(s: &str) -> Result<(IpAddr, bool), String> {
+    for b in s.bytes() {
+        match b {
+            b'.' => return go_parse_ipv4(s).map(|a| (IpAddr::V4(a), false)),
+            b':' => return go_parse_ipv6(s),
+            b'%' => return Err(addr_error(s, "missing IPv6 address", "")),
+            _ => {}
+        }
     }
+    Err(addr_error(s, "unable to parse IP", ""))
+}
+
+/// Go's `parseAddrError`: what failed in `input`, and from where (`at`) when it says.
+fn addr_error(input: &str, message: &str, at: &str) -> String {
+    let input = go_quote(input);
+    if at.is_empty() {
+        format!("ParseAddr({input}): {message}")
+    } else {
+        format!("ParseAddr({input}): {message} (at {})", go_quote(at))
+    }
+}
+
+/// Go's `netip.parseIPv4`.
+fn go_parse_ipv4(s: &str) -> Result<std::net::Ipv4Addr, String> {
+    let bytes = s.as_bytes();
+    let rest = |i: usize| s.get(i..).unwrap_or("");
+    let mut fields = [0u8; 4];
+    let (mut value, mut position, mut digits) = (0u32, 0usize, 0);
+    for (i, &c) in bytes.iter().enumerate() {
+        if c.is_ascii_digit() {
+            if digits == 1 && value == 0 {
+                return Err(addr_error(s, "IPv4 field has octet with leading zero", ""));
+            }
+            value = value * 10 + u32::from(c - b'0');
+            digits += 1;
+            if value > 255 {
+                return Err(addr_error(s, "IPv4 field has value >255", ""));
+            }
+        } else if c == b'.' {
+            if i == 0 || i == bytes.len() - 1 || bytes[i - 1] == b'.' {
+                return Err(addr_error(
+                    s,
+                    "IPv4 field must have at least one digit",
+                    rest(i),
+                ));
+            }
+            if position == 3 {
+                return Err(addr_error(s, "IPv4 address too long", ""));
+            }
+            fields[position] = value as u8;
+            position += 1;
+            value = 0;
+            digits = 0;
+        } else {
+            return Err(addr_error(s, "unexpected character", rest(i)));
+        }
+    }
+    if position < 3 {
+        return Err(addr_error(s, "IPv4 address too short", ""));
+    }
+    fields[3] = value as u8;
+    Ok(std::net::Ipv4Addr::from(fields))
+}
+
+/// Go's `netip.parseIPv6`: the address and whether it had a zone.
+fn go_parse_ipv6(input: &str) -> Result<(IpAddr, bool), String> {
+    let (mut s, zoned) = match input.split_once('%') {
+        Some((_, "")) => return Err(addr_error(input, "zone must be a non-empty string", "")),
+        Some((address, _)) => (address, true),
+        None => (input, false),
+    };
+    let fail = |message: &str, at: &str| Err(addr_error(input, message, at));
+    let mut ip = [0u8; 16];
+    let mut ellipsis: Option<usize> = None;
+    if let Some(after) = s.strip_prefix("::") {
+        ellipsis = Some(0);
+        s = after;
+        if s.is_empty() {
+            return Ok((IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED), zoned));
+        }
+    }
+    let mut i = 0;
+    while i < 16 {
+        let mut off = 0;
+        let mut acc: u32 = 0;
+        for &c in s.as_bytes() {
+            let Some(digit) = (c as char).to_digit(16) else {
+                break;
+            };
+            acc = (acc << 4) + digit;
+            if acc > u32::from(u16::MAX) {
+                return fail("IPv6 field has value >=2^16", s);
+            }
+            off += 1;
+        }
+        if off == 0 {
+            return fail("each colon-separated field must have at least one digit", s);
+        }
+        if s.as_bytes().get(off) == Some(&b'.') {
+            if ellipsis.is_none() && i != 12 {
+                return fail(
+                    "embedded IPv4 address must replace the final 2 fields of the address",
+                    s,
+                );
+            }
+            if i + 4 > 16 {
+                return fail(
+                    "too many hex fields to fit an embedded IPv4 at the end of the address",
+                    s,
+                );
+            }
+            let v4 = match go_parse_ipv4(s) {
+                Ok(v4) => v4,
+                Err(e) => return fail(&e, s),
+            };
+            ip[i..i + 4].copy_from_slice(&v4.octets());
+            s = "";
+            i += 4;
+            break;
+        }
+        ip[i] = (acc >> 8) as u8;
+        ip[i + 1] = acc as u8;
+        i += 2;
+        s = &s[off..];
+        if s.is_empty() {
+            break;
+        }
+        if !s.starts_with(':') {
+            return fail("unexpected character, want colon", s);
+        } else if s.len() == 1 {
+            return fail("colon must be followed by more characters", s);
+        }
+        s = &s[1..];
+        if s.starts_with(':') {
+            if ellipsis.is_some() {
+                return fail("multiple :: in address", s);
+            }
+            ellipsis = Some(i);
+            s = &s[1..];
+            if s.is_empty() {
+                break;
+            }
+        }
+    }
+    if !s.is_empty() {
+        return fail("trailing garbage after address", s);
+    }
+    if i < 16 {
+        let Some(ellipsis) = ellipsis else {
+            return fail("address string too short", "");
+        };
+        let n = 16 - i;
+        ip.copy_within(ellipsis..i, ellipsis + n);
+        ip[ellipsis..ellipsis + n].fill(0);
+    } else if ellipsis.is_some() {
+        return fail("the :: must expand to at least one field of zeros", "");
+    }
+    Ok((IpAddr::V6(std::net::Ipv6Addr::from(ip)), zoned))
 }
 
 fn is_mapped(address: IpAddr) -> bool {
@@ -159,17 +307,17 @@ fn is_mapped(address: IpAddr) -> bool {
 /// kube's `parseIPAddr`: an address without a zone, not IPv4-mapped, or kube's error.
 fn parse_ip(raw: &str) -> Result<IpAddr, String> {
     let quoted = go_quote(raw);
-    match parse_addr(raw) {
-        None => Err(format!(
-            "IP Address {quoted} parse error during conversion from string: ParseAddr({quoted}): unable to parse IP"
+    match go_parse_addr(raw) {
+        Err(e) => Err(format!(
+            "IP Address {quoted} parse error during conversion from string: {e}"
         )),
-        Some((_, true)) => Err(format!(
+        Ok((_, true)) => Err(format!(
             "IP address {quoted} with zone value is not allowed"
         )),
-        Some((address, false)) if is_mapped(address) => {
+        Ok((address, false)) if is_mapped(address) => {
             Err(format!("IPv4-mapped IPv6 address {quoted} is not allowed"))
         }
-        Some((address, false)) => Ok(address),
+        Ok((address, false)) => Ok(address),
     }
 }
 
@@ -182,13 +330,10 @@ fn parse_cidr(raw: &str) -> Result<CidrVal, String> {
     let Some((address, bits)) = raw.rsplit_once('/') else {
         return Err(problem("no '/'".to_owned()));
     };
-    let address = match parse_addr(address) {
-        Some((_, true)) => return Err(problem("IPv6 zones cannot be present in a prefix".into())),
-        Some((address, false)) => address,
-        None => {
-            let inner = go_quote(address);
-            return Err(problem(format!("ParseAddr({inner}): unable to parse IP")));
-        }
+    let address = match go_parse_addr(address) {
+        Ok((_, true)) => return Err(problem("IPv6 zones cannot be present in a prefix".into())),
+        Ok((address, false)) => address,
+        Err(e) => return Err(problem(e)),
     };
     let max = if address.is_ipv4() { 32 } else { 128 };
     let length = (!bits.is_empty()
@@ -398,4 +543,92 @@ fn masked<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Execution
         masked_address(cidr.0, cidr.1),
         cidr.1,
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_parse_and_fail_as_go_s_netip() {
+        for (text, want) in [
+            ("", r#"ParseAddr(""): unable to parse IP"#),
+            ("x", r#"ParseAddr("x"): unable to parse IP"#),
+            ("%eth0", r#"ParseAddr("%eth0"): missing IPv6 address"#),
+            (
+                "1.2.3.256",
+                r#"ParseAddr("1.2.3.256"): IPv4 field has value >255"#,
+            ),
+            (
+                "01.2.3.4",
+                r#"ParseAddr("01.2.3.4"): IPv4 field has octet with leading zero"#,
+            ),
+            ("1.2.3", r#"ParseAddr("1.2.3"): IPv4 address too short"#),
+            (
+                "1.2.3.4.5",
+                r#"ParseAddr("1.2.3.4.5"): IPv4 address too long"#,
+            ),
+            (
+                "1..2.3",
+                r#"ParseAddr("1..2.3"): IPv4 field must have at least one digit (at ".2.3")"#,
+            ),
+            (
+                "1.2.3.a",
+                r#"ParseAddr("1.2.3.a"): unexpected character (at "a")"#,
+            ),
+            (
+                "fe80::1%",
+                r#"ParseAddr("fe80::1%"): zone must be a non-empty string"#,
+            ),
+            (
+                "1:2:3:4:5:6:7:8:9",
+                r#"ParseAddr("1:2:3:4:5:6:7:8:9"): trailing garbage after address (at "9")"#,
+            ),
+            (
+                "1::2::3",
+                r#"ParseAddr("1::2::3"): multiple :: in address (at ":3")"#,
+            ),
+            (
+                "12345::",
+                r#"ParseAddr("12345::"): IPv6 field has value >=2^16 (at "12345::")"#,
+            ),
+            ("1:2", r#"ParseAddr("1:2"): address string too short"#),
+            (
+                "1:2:3:4:5:6:7:8::",
+                r#"ParseAddr("1:2:3:4:5:6:7:8::"): the :: must expand to at least one field of zeros"#,
+            ),
+            (
+                "1:2:3:4::5:6:7:8",
+                r#"ParseAddr("1:2:3:4::5:6:7:8"): the :: must expand to at least one field of zeros"#,
+            ),
+            (
+                "1:g::",
+                r#"ParseAddr("1:g::"): each colon-separated field must have at least one digit (at "g::")"#,
+            ),
+            (
+                "1:2:1.2.3.4",
+                r#"ParseAddr("1:2:1.2.3.4"): embedded IPv4 address must replace the final 2 fields of the address (at "1.2.3.4")"#,
+            ),
+            (
+                "::ffff:1.2.3.400",
+                r#"ParseAddr("::ffff:1.2.3.400"): ParseAddr("1.2.3.400"): IPv4 field has value >255 (at "1.2.3.400")"#,
+            ),
+        ] {
+            assert_eq!(go_parse_addr(text), Err(want.to_owned()), "{text}");
+        }
+        for (text, zoned) in [
+            ("::", false),
+            ("::1", false),
+            ("1::", false),
+            ("1:2:3:4:5:6:7:8", false),
+            ("1:2:3:4:5:6:1.2.3.4", false),
+            ("::ffff:1.2.3.4", false),
+            ("fe80::1%eth0", true),
+            ("10.0.0.1", false),
+            ("0.0.0.0", false),
+        ] {
+            let std: IpAddr = text.split('%').next().unwrap_or("").parse().expect(text);
+            assert_eq!(go_parse_addr(text), Ok((std, zoned)), "{text}");
+        }
+    }
 }
