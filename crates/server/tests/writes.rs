@@ -1240,6 +1240,77 @@ async fn duplicate_and_unknown_fields_of_patch_bodies() {
     server.shutdown().await;
 }
 
+/// A JSON or merge patch body that does not decode into its operation type (JSON patch: a
+/// list of `op`/`path`/`from` strings) or a map is kube-apiserver's 400 `error decoding patch`
+/// under `fieldValidation` `Warn` (the default) and `Strict`, and json-patch v4's own answer
+/// under `Ignore` (which skips the strict decode); a missing object is a 404 first either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn patch_bodies_that_do_not_decode_are_refused_as_kube_decodes_them() {
+    let server = common::server().await;
+    let addr = server.addr;
+    let (status, created) = send_json(
+        addr,
+        "POST",
+        CMS,
+        &json!({"metadata": {"name": "undecoded"}, "data": {"a": "1"}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    let json_patch = "application/json-patch+json";
+    let merge_patch = "application/merge-patch+json";
+    let numeric_op = r#"[{"op": 5, "path": "/data/a", "value": "2"}]"#;
+    for query in ["", "?fieldValidation=Warn", "?fieldValidation=Strict"] {
+        let (status, refused) =
+            patch(addr, &format!("{CMS}/undecoded{query}"), json_patch, numeric_op).await;
+        assert_eq!(status, 400, "{query}: {refused}");
+        assert_eq!(
+            refused["message"],
+            "error decoding patch: json: cannot unmarshal number into Go struct field jsonPatchOp.op of type string",
+            "{query}"
+        );
+        let (status, refused) =
+            patch(addr, &format!("{CMS}/undecoded{query}"), merge_patch, "[1]").await;
+        assert_eq!(status, 400, "{query}: {refused}");
+        assert_eq!(
+            refused["message"],
+            "error decoding patch: json: cannot unmarshal array into Go value of type map[string]interface {}",
+            "{query}"
+        );
+        let (status, missing) =
+            patch(addr, &format!("{CMS}/absent{query}"), json_patch, numeric_op).await;
+        assert_eq!(status, 404, "{query}: {missing}");
+    }
+    // Without the strict decode, json-patch v4 reads the operation's kind as `unknown`.
+    let (status, refused) = patch(
+        addr,
+        &format!("{CMS}/undecoded?fieldValidation=Ignore"),
+        json_patch,
+        numeric_op,
+    )
+    .await;
+    assert_eq!(status, 422, "{refused}");
+    assert_eq!(
+        refused["details"]["causes"][0]["message"],
+        "Unexpected kind: unknown",
+        "{refused}"
+    );
+    let (status, refused) = patch(
+        addr,
+        &format!("{CMS}/undecoded?fieldValidation=Ignore"),
+        merge_patch,
+        "[1]",
+    )
+    .await;
+    assert_ne!(status, 400, "{refused}");
+    assert_eq!(refused["kind"], "Status", "{refused}");
+    // Nothing was written by any of them.
+    let (status, current) = get_json(addr, &format!("{CMS}/undecoded")).await;
+    assert_eq!(status, 200);
+    assert_eq!(current["data"], json!({"a": "1"}));
+    assert_eq!(rv(&current), rv(&created));
+    server.shutdown().await;
+}
+
 /// Keys repeated in a server-side apply body: read last-wins, then, once the apply succeeded,
 /// refused under `Strict` and named under `Warn` as go-yaml's strict reader reports them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2959,9 +2959,24 @@ impl Writer<'_> {
         patch: Bytes,
     ) -> Result<Written, ApiError> {
         let patch_fields = self.patch_fields(patch_type, &patch);
+        // kube-apiserver decodes a JSON or merge patch strictly into its operation type first
+        // unless `fieldValidation=Ignore` (400 `error decoding patch: ...`). A merge patch that
+        // applies decoded as an object (or null), so it is checked only when applying fails.
+        let strict = self.field_validation != FieldValidation::Ignore;
+        let decode_error = || {
+            strict
+                .then(|| watchkeeper_api::patch::strict_decode_error(patch_type, &patch))
+                .flatten()
+        };
         self.guaranteed_update(resource, namespace, name, None, |old| {
+            if patch_type == PatchType::Json
+                && let Some(error) = decode_error()
+            {
+                return Err(error);
+            }
             let (mut new, pruning) =
-                watchkeeper_api::apply_patch_checked(&resource.def, patch_type, old, &patch)?;
+                watchkeeper_api::apply_patch_checked(&resource.def, patch_type, old, &patch)
+                    .map_err(|error| decode_error().unwrap_or(error))?;
             self.checked_patch(
                 resource,
                 &mut new,
