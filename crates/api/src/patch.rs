@@ -96,11 +96,11 @@
 //! Its refusals carry apimachinery's texts where the condition is the same (`unknown patch
 //! type: explode in map: map[$patch:explode]`, `map: map[image:x] does not contain declared
 //! merge key: name`, `invalid patch format of retainKeys`, `expected a []interface {}, but
-//! received a string`, Go's decoding error for a body that is not an object), all 400: kube
-//! answers the retainKeys one 400 and the others, which carry no status of their own, 500
-//! (reason `Unknown`). Not as in kube: `$patch: merge` is accepted (kube refuses it on a map,
-//! `unknown patch type: merge`, and in a list, `merging lists cannot yet be specified in the
-//! patch`).
+//! received a string`, Go's decoding error for a body that is not an object) and kube's
+//! codes: 400 for the retainKeys one and the decoding error, 500 without a reason for the
+//! others, which carry no status of their own in kube-apiserver. `$patch: merge` is refused as
+//! kube refuses it: on a map `unknown patch type: merge in map: ...`, in a list `merging lists
+//! cannot yet be specified in the patch`.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
@@ -563,6 +563,28 @@ pub fn is_json_patch_panic(error: &ApiError) -> bool {
     error.code == 500
         && error.message == "This request caused apiserver to panic. Look in the logs for details."
 }
+
+/// Whether `error` is one of the 500s kube-apiserver answers for a patch it cannot apply:
+/// json-patch v4's panics ([`is_json_patch_panic`]) and the strategic merge errors that carry
+/// no status of their own ([`smp_refusal`]'s, reason empty). Any other 500 from applying a
+/// patch is a fault of this server.
+#[must_use]
+pub fn is_kube_patch_500(error: &ApiError) -> bool {
+    is_json_patch_panic(error)
+        || (error.code == 500
+            && error.reason.is_empty()
+            && SMP_500_TEXTS
+                .iter()
+                .any(|text| error.message.contains(text)))
+}
+
+/// What each strategic merge error without a status says (see [`is_kube_patch_500`]).
+const SMP_500_TEXTS: [&str; 4] = [
+    "unknown patch type: ",
+    " does not contain declared merge key: ",
+    "expected a []interface {}, but received a ",
+    "merging lists cannot yet be specified in the patch",
+];
 
 const NIL_POINTER: &str = "runtime error: invalid memory address or nil pointer dereference";
 const NIL_MAP: &str = "assignment to entry in nil map";
@@ -1645,11 +1667,13 @@ pub fn strategic_merge_patch(
     }
 }
 
-/// A refusal apimachinery's `strategicpatch` words (`mergepatch.ErrBadPatchType`,
-/// `ErrNoMergeKey`, `ErrBadArgType`, `ErrBadPatchFormatForRetainKeys`): its text, 400 (kube
-/// answers those without a status of their own 500, reason `Unknown`).
+/// A refusal apimachinery's `strategicpatch` words with an error of its own
+/// (`mergepatch.ErrBadPatchType`, `ErrNoMergeKey`, `ErrBadArgType`): kube-apiserver's
+/// `interpretStrategicMergePatchError` gives a status only to its sentinel errors, so these
+/// reach the client as any error without a status does, 500 with no reason and the error's
+/// text (`Error from server: unknown patch type: merge in map: ...`).
 fn smp_refusal(message: String) -> ApiError {
-    ApiError::bad_request(message)
+    ApiError::new(500, "", message)
 }
 
 /// `mergepatch.ErrBadPatchType`: `unknown patch type: X in map: map[...]`.
@@ -1757,7 +1781,7 @@ fn merge_map(
                 return merge_map_into(&mut replaced, patch, path, ty).map(|()| Some(replaced));
             }
             "delete" => return Ok(None),
-            "merge" => {}
+            // `merge` too: apimachinery's `handleDirectiveInMergeMap` knows only these two.
             _ => return Err(bad_patch_type(&patch[DIRECTIVE], patch)),
         },
         Some(other) => return Err(bad_patch_type(other, patch)),
@@ -1821,7 +1845,8 @@ fn retained_keys<'a>(
     retain: &'a Value,
     patch: &Map<String, Value>,
 ) -> Result<HashSet<&'a str>, ApiError> {
-    let bad = || smp_refusal("invalid patch format of retainKeys".to_owned());
+    // `mergepatch.ErrBadPatchFormatForRetainKeys`, a sentinel kube answers with 400.
+    let bad = || ApiError::bad_request("invalid patch format of retainKeys");
     let Value::Array(keys) = retain else {
         return Err(bad());
     };
@@ -1953,8 +1978,14 @@ fn merge_keyed_list(
         };
         let directive = match patch_map.get(DIRECTIVE) {
             None => None,
-            Some(Value::String(d)) if matches!(d.as_str(), "replace" | "delete" | "merge") => {
+            Some(Value::String(d)) if matches!(d.as_str(), "replace" | "delete") => {
                 Some(d.as_str())
+            }
+            // apimachinery's `mergeSliceWithSpecialElements`: an error without a status.
+            Some(Value::String(d)) if d == "merge" => {
+                return Err(smp_refusal(
+                    "merging lists cannot yet be specified in the patch".to_owned(),
+                ));
             }
             Some(other) => return Err(bad_patch_type(other, patch_map)),
         };
@@ -2671,7 +2702,8 @@ mod tests {
 
     #[test]
     fn strategic_errors() {
-        // apimachinery's texts (`mergepatch`'s errors), 400.
+        // apimachinery's texts (`mergepatch`'s errors) and kube-apiserver's codes: 400 for
+        // the decoding error and the retainKeys sentinel, 500 for the errors without a status.
         let cases = [
             (
                 json!([1]),
@@ -2705,10 +2737,26 @@ mod tests {
                 json!({"spec": {"$setElementOrder/containers": "web"}}),
                 "expected a []interface {}, but received a string",
             ),
+            (
+                json!({"spec": {"$patch": "merge", "x": 1}}),
+                "unknown patch type: merge in map: map[$patch:merge x:1]",
+            ),
+            (
+                json!({"spec": {"containers": [{"$patch": "merge", "name": "web"}]}}),
+                "merging lists cannot yet be specified in the patch",
+            ),
         ];
         for (patch, text) in cases {
             let err = apply("pods", PatchType::StrategicMerge, &pod(), &patch).unwrap_err();
-            assert_eq!((err.code, err.message.as_str()), (400, text), "{patch}");
+            let code = if text.starts_with("json:") || text.contains("retainKeys") {
+                400
+            } else {
+                500
+            };
+            assert_eq!((err.code, err.message.as_str()), (code, text), "{patch}");
+            if code == 500 {
+                assert_eq!(err.reason, "", "{patch}");
+            }
         }
         // Refusals of this walk's own.
         let cases = [
