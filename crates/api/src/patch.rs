@@ -1989,7 +1989,9 @@ fn merge_keyed_list(
             }
             Some(other) => return Err(bad_patch_type(other, patch_map)),
         };
-        if directive == Some("replace") && patch_map.len() == 1 {
+        // The item that says `replace` is not an item (apimachinery's
+        // `mergeSliceWithSpecialElements` leaves it out whatever else it holds).
+        if directive == Some("replace") {
             continue;
         }
         let Some(key_value) = patch_map.get(key) else {
@@ -2638,6 +2640,14 @@ mod tests {
         assert_eq!(out["metadata"]["labels"], json!({"only": "this"}));
 
         let replace_list = json!({"spec": {"containers": [{"$patch": "replace"}, {"name": "solo", "image": "x"}]}});
+        let out = apply("pods", PatchType::StrategicMerge, &pod(), &replace_list).unwrap();
+        assert_eq!(
+            out["spec"]["containers"],
+            json!([{"name": "solo", "image": "x"}])
+        );
+        // The `replace` item is left out whatever else it holds, as apimachinery leaves it.
+        let replace_list = json!({"spec": {"containers": [
+            {"$patch": "replace", "name": "gone", "image": "y"}, {"name": "solo", "image": "x"}]}});
         let out = apply("pods", PatchType::StrategicMerge, &pod(), &replace_list).unwrap();
         assert_eq!(
             out["spec"]["containers"],
