@@ -563,6 +563,13 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
     if let Some(controller) = &storage_protection {
         observers.push(controller.clone());
     }
+    // Over a store, the Service allocators keep what the cached Services and IPAddresses hold.
+    if let Some(allocators) = source
+        .as_store_source()
+        .and_then(|store| store.service_ips())
+    {
+        observers.push(allocators);
+    }
     // API Priority and Fairness learns its FlowSchemas and levels from the reflector.
     let apf = config
         .limits

@@ -4453,6 +4453,54 @@ async fn sibling_servers_share_ip_addresses() {
     two.shutdown().await;
 }
 
+/// Goal: across two servers sharing one etcd, dynamic allocation (from each server's index of
+/// what its cache holds, checked against the store) skips an address a client's IPAddress
+/// written through the other server reserves, whether or not its cache has it yet, and takes
+/// over an allocator's orphan once its cache has seen it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sibling_servers_allocate_around_each_others_ip_addresses() {
+    let args = sibling_args();
+    let one = server_with(args()).await;
+    let two = server_with(args()).await;
+    let ports = json!([{"port": 80}]);
+    let (code, body) = send_json(
+        one.addr,
+        "POST",
+        IP_ADDRESSES,
+        &ip_address_object("10.0.0.17", json!({"resource": "gateways", "name": "gw"})),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    let (code, web) = create_service(two.addr, "web", json!({"ports": ports})).await;
+    assert_eq!(code, 201, "{web}");
+    assert_eq!(cluster_ip(&web), "10.0.0.18", "10.0.0.17 is reserved");
+    let mut orphan = ip_address_object(
+        "10.0.0.19",
+        json!({"resource": "services", "namespace": "default", "name": "ghost"}),
+    );
+    orphan["metadata"]["labels"] = json!({"ipaddress.kubernetes.io/ip-family": "IPv4",
+        "ipaddress.kubernetes.io/managed-by": "ipallocator.k8s.io"});
+    let (code, body) = send_json(one.addr, "POST", IP_ADDRESSES, &orphan).await;
+    assert_eq!(code, 201, "{body}");
+    // A consistent list through the second server: its Services cache has the orphan's
+    // revision.
+    let (code, _) = get_json(two.addr, "/api/v1/namespaces/default/services").await;
+    assert_eq!(code, 200);
+    let (code, adopted) = create_service(two.addr, "adopted", json!({"ports": ports})).await;
+    assert_eq!(code, 201, "{adopted}");
+    assert_eq!(
+        cluster_ip(&adopted),
+        "10.0.0.19",
+        "the orphan is taken over"
+    );
+    let (_, ip) = get_ip_address(one.addr, "10.0.0.19").await;
+    assert_eq!(ip["spec"]["parentRef"]["name"], "adopted");
+    let (_, reserved) = get_ip_address(one.addr, "10.0.0.17").await;
+    assert_eq!(reserved["spec"]["parentRef"]["resource"], "gateways");
+    one.shutdown().await;
+    two.shutdown().await;
+}
+
 /// Goal: a store written before IPAddresses (here: the `kubernetes` Service's IPAddress
 /// deleted) keeps the Service's address reserved, and a server starting on it writes the
 /// `kubernetes` Service's IPAddress.

@@ -31,6 +31,17 @@
 //!   loop (`repairip.go`) deletes orphans. So no release step a crash could skip is needed for
 //!   correctness: a release the Service's transaction did not write is repaired at the next
 //!   claim of the address.
+//! - **A claim's cost does not grow with the Services**: what the cached Services and
+//!   IPAddresses hold is an index the reflector keeps with every list and change it feeds
+//!   their caches ([`Allocators`] is its `Observer`, told of a revision before the caches have
+//!   it), as kube-apiserver's allocator keeps a bitmap or an informer's lister. The index keeps
+//!   the held values as runs, so a dynamic claim finds its candidate in one look-up however
+//!   many are held; a claim then reads from the store the records of the values it looks at
+//!   only (an address's IPAddress and older record, a node port's record) and judges them as
+//!   said here, against the index's Services at their revision (at least the Services
+//!   cache's). A stale index costs a retry, never a shared value: the records' compares are in
+//!   the write's transaction, and a dynamic claim that meets 16 records the index does not
+//!   know yet waits for the cache to see them and claims again.
 //! - **Stores written before IPAddresses**: an older version of this server wrote
 //!   `<prefix>/ranges/serviceips/<ip>` records instead. Its Services still hold their
 //!   addresses (a cached Service holds what it names, with or without an IPAddress), and a
@@ -132,15 +143,19 @@
 //!   kube-apiserver's own client's create would. The `--service-cluster-ip-range` flags are
 //!   the ranges: other ServiceCIDRs a client creates add no addresses to allocate from.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Display;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
+use watchkeeper_api::ResourceDef;
+use watchkeeper_core::{Change, Object, Revision};
 use watchkeeper_store::{Compare, KeyValue, TxnOp};
 
 use crate::config::IpRange;
+use crate::source::feed::Observer;
 
 /// A field error as kube-apiserver's `field.Error` reports it: the field, the message, the
 /// reason.
@@ -924,12 +939,14 @@ pub enum OutOfRange<'a> {
 
 /// The allocators of a server: a range of addresses per configured family (the primary
 /// first) and the node port range.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Allocators {
     ips: Vec<ServiceIps>,
     ports: NodePorts,
     /// The registry prefix.
     prefix: String,
+    /// What the cache's Services and IPAddresses hold.
+    holdings: Mutex<Holdings>,
 }
 
 /// Where the IPAddresses are stored under the registry `prefix`: kube-apiserver's
@@ -1006,16 +1023,18 @@ pub fn released(old: &Value, new: Option<&Value>) -> Vec<IpAddr> {
 
 impl Allocators {
     /// Allocators over `ranges` (one, or one of each family) and the node ports `ports`
-    /// (first, last), with their records under the registry `prefix`.
+    /// (first, last), with their records under the registry `prefix`. Their index of what the
+    /// cache holds is empty until the reflector tells them the first list (see [`Observer`]).
     #[must_use]
     pub fn new(ranges: &[IpRange], ports: (u16, u16), prefix: &str) -> Allocators {
         Allocators {
-            ips: ranges
-                .iter()
-                .map(|range| ServiceIps::new(*range, prefix))
-                .collect(),
+            ips: ranges.iter().map(|range| ServiceIps::new(*range)).collect(),
             ports: NodePorts::new(ports.0, ports.1, prefix),
             prefix: prefix.to_owned(),
+            holdings: Mutex::new(Holdings {
+                ranges: ranges.iter().map(|_| RangeHoldings::default()).collect(),
+                ..Holdings::default()
+            }),
         }
     }
 
@@ -1054,41 +1073,17 @@ impl Allocators {
         self.ips.iter().find(|ips| ips.family() == family)
     }
 
-    /// The prefix of every address record, the IPAddresses (one for both families).
-    #[must_use]
-    pub fn ip_records_prefix(&self) -> Bytes {
-        Bytes::from(ip_addresses_prefix(&self.prefix))
-    }
-
-    /// The prefix of the address records an older version of this server wrote
-    /// (`<prefix>/ranges/serviceips/`), read and never written.
-    #[must_use]
-    pub fn older_ip_records_prefix(&self) -> Bytes {
-        Bytes::from(format!("{}/ranges/serviceips/", self.prefix))
-    }
-
     /// The store key of the IPAddress of `ip`.
     #[must_use]
     pub fn ip_address_key(&self, ip: IpAddr) -> Bytes {
         Bytes::from(format!("{}{ip}", ip_addresses_prefix(&self.prefix)))
     }
 
-    /// The addresses the records of an older version of this server (`older`, read under
-    /// [`Self::older_ip_records_prefix`]) hold for a claim judged at the cache's revision
-    /// `seen`: those the cache has not seen (see the module docs).
+    /// The store key of the record an older version of this server wrote for `ip`
+    /// (`<prefix>/ranges/serviceips/<ip>`), read and never written.
     #[must_use]
-    pub fn older_held(&self, older: &[KeyValue], seen: u64) -> HashSet<IpAddr> {
-        let prefix = self.older_ip_records_prefix();
-        older
-            .iter()
-            .filter(|kv| kv.mod_revision > seen)
-            .filter_map(|kv| {
-                std::str::from_utf8(kv.key.strip_prefix(prefix.as_ref())?)
-                    .ok()?
-                    .parse()
-                    .ok()
-            })
-            .collect()
+    pub fn older_ip_key(&self, ip: IpAddr) -> Bytes {
+        Bytes::from(format!("{}/ranges/serviceips/{ip}", self.prefix))
     }
 
     /// The node ports.
@@ -1096,14 +1091,276 @@ impl Allocators {
     pub fn ports(&self) -> &NodePorts {
         &self.ports
     }
+
+    fn holdings(&self) -> MutexGuard<'_, Holdings> {
+        self.holdings.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The claim of an address of `family` for a Service: `asked`, or a free one, scanning the
+    /// upper part of the range from `rotate` addresses past its start (wrapping), then the
+    /// lower part (see the module docs for what is free). `cached` is the Services cache's
+    /// revision, read before the call; the judgement is at the revision of the index's
+    /// Services, at least `cached`. Only the records of the addresses looked at are read
+    /// (`records`): the IPAddress and the older record of each. `value` is the stored
+    /// IPAddress of a claimed address.
+    ///
+    /// # Errors
+    /// A failed read (the outer error); what the range refused (the inner one, see
+    /// [`Refused`]).
+    pub async fn claim_ip<R: Records + Sync>(
+        &self,
+        (family, asked): IpRequest,
+        cached: Revision,
+        records: &R,
+        value: impl Fn(IpAddr) -> Bytes,
+        rotate: u128,
+    ) -> Result<Result<Claim, Refused>, R::Error> {
+        let Some(index) = self.ips.iter().position(|ips| ips.family() == family) else {
+            return Ok(Err(Refused::NotInRange));
+        };
+        let range = &self.ips[index];
+        let asked = match asked {
+            Some(ip) => match range.offset(ip) {
+                Some(n) => Some(n),
+                None => return Ok(Err(Refused::NotInRange)),
+            },
+            None => None,
+        };
+        let space = range.space();
+        let mut misses = Misses::default();
+        loop {
+            let (n, seen, by_service) = {
+                let holdings = self.holdings();
+                let Some(seen) = holdings.seen(cached) else {
+                    return Ok(Err(Refused::Unseen(cached + 1)));
+                };
+                let held = &holdings.ranges[index];
+                match asked {
+                    Some(n) => (n, seen, held.services.contains_key(&n)),
+                    None => match space.next_free(&held.taken, &misses.slots, rotate) {
+                        Some(n) => (n, seen, false),
+                        None => return Ok(Err(Refused::Full)),
+                    },
+                }
+            };
+            let ip = range.nth(n);
+            let key = self.ip_address_key(ip);
+            let (record, older) = futures_util::future::join(
+                records.read(key.clone()),
+                records.read(self.older_ip_key(ip)),
+            )
+            .await;
+            let (record, older) = (record?, older?);
+            // An older record the cache has not seen holds its address until it has.
+            let older_holds = older.as_ref().is_some_and(|kv| kv.mod_revision > seen);
+            let takeable = |kv: &KeyValue| {
+                serde_json::from_slice::<Value>(&kv.value)
+                    .is_ok_and(|object| allocated_for_a_service(&object))
+            };
+            let verdict = judge(
+                key.clone(),
+                by_service || older_holds,
+                record.as_ref(),
+                seen,
+                takeable,
+            );
+            match (verdict, asked) {
+                (Verdict::Free(compare), _) => {
+                    let put = TxnOp::Put {
+                        key,
+                        value: value(ip),
+                    };
+                    return Ok(Ok(Claim { ip, compare, put }));
+                }
+                (verdict, Some(_)) => return Ok(Err(verdict.refusal())),
+                (_, None) => {
+                    let newest = [record, older]
+                        .into_iter()
+                        .flatten()
+                        .map(|kv| kv.mod_revision);
+                    if let Some(wait) = misses.add(n, newest.max().unwrap_or(0)) {
+                        return Ok(Err(Refused::Unseen(wait)));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Claims the node ports of `requests` (from [`port_requests`]), in order: an asked one
+    /// when it is in the range and free, else a free one, as [`Self::claim_ip`] does (each
+    /// port's record, `<prefix>/ranges/servicenodeports/<port>` with the value `owner`, is
+    /// the only one read for it).
+    ///
+    /// # Errors
+    /// A failed read (the outer error); the first request the range could not give (the inner
+    /// one).
+    pub async fn claim_ports<R: Records + Sync>(
+        &self,
+        requests: &[PortRequest],
+        cached: Revision,
+        records: &R,
+        owner: &str,
+        rotate: u128,
+    ) -> Result<Result<Vec<PortClaim>, PortRefused>, R::Error> {
+        let node_ports = &self.ports;
+        let space = node_ports.space();
+        let mut claims: Vec<PortClaim> = Vec::new();
+        // The ports this write claimed already.
+        let mut taken: HashSet<u128> = HashSet::new();
+        for request in requests {
+            let asked = match request.ask {
+                Ask::SameAs(earlier) => {
+                    let port = claims.get(earlier).map_or(0, |c| c.port);
+                    claims.push(PortClaim {
+                        slot: request.slot,
+                        port,
+                        record: None,
+                    });
+                    continue;
+                }
+                Ask::Any => None,
+                Ask::This(port) => {
+                    if !(u64::from(node_ports.first)..=u64::from(node_ports.last)).contains(&port) {
+                        return Ok(Err((request.slot, port, Refused::NotInRange)));
+                    }
+                    Some(u128::from(port))
+                }
+            };
+            let refused = |why| Ok(Err((request.slot, asked.map_or(0, |p| p as u64), why)));
+            let mut misses = Misses {
+                slots: taken.clone(),
+                ..Misses::default()
+            };
+            let (n, compare) = loop {
+                let (n, seen, held) = {
+                    let holdings = self.holdings();
+                    let Some(seen) = holdings.seen(cached) else {
+                        return refused(Refused::Unseen(cached + 1));
+                    };
+                    match asked {
+                        Some(n) => (n, seen, holdings.ports.contains(n) || taken.contains(&n)),
+                        None => match space.next_free(&holdings.ports, &misses.slots, rotate) {
+                            Some(n) => (n, seen, false),
+                            None => return refused(Refused::Full),
+                        },
+                    }
+                };
+                let key = node_ports.key(n);
+                let record = records.read(key.clone()).await?;
+                match (judge(key, held, record.as_ref(), seen, |_| true), asked) {
+                    (Verdict::Free(compare), _) => break (n, compare),
+                    (verdict, Some(_)) => return refused(verdict.refusal()),
+                    (_, None) => {
+                        let newest = record.map_or(0, |kv| kv.mod_revision);
+                        if let Some(wait) = misses.add(n, newest) {
+                            return refused(Refused::Unseen(wait));
+                        }
+                    }
+                }
+            };
+            taken.insert(n);
+            let put = TxnOp::Put {
+                key: node_ports.key(n),
+                value: Bytes::from(owner.to_owned()),
+            };
+            claims.push(PortClaim {
+                slot: request.slot,
+                port: u16::try_from(n).unwrap_or(u16::MAX),
+                record: Some((compare, put)),
+            });
+        }
+        Ok(Ok(claims))
+    }
+}
+
+/// Where a claim reads the records of the values it looks at, one key at a time (the store).
+pub trait Records {
+    /// What a read fails with.
+    type Error;
+    /// The record under `key`, if any.
+    fn read(
+        &self,
+        key: Bytes,
+    ) -> impl std::future::Future<Output = Result<Option<KeyValue>, Self::Error>> + Send;
+}
+
+/// How the record of one value was judged for a claim judged at the revision `seen`.
+enum Verdict {
+    /// Free: the record's compare (absent, or the record read, taken over).
+    Free(Compare),
+    /// Held by a cached Service, a client's IPAddress or an older record.
+    Held,
+    /// The allocator's record, written at this revision, which the claim's Services have not
+    /// seen: whether its Service still holds the value is known once they have.
+    Unseen(u64),
+}
+
+impl Verdict {
+    fn refusal(self) -> Refused {
+        match self {
+            Verdict::Unseen(revision) => Refused::Unseen(revision),
+            _ => Refused::Allocated,
+        }
+    }
+}
+
+/// The verdict on the value whose record is under `key`: `held` (by a cached Service), or
+/// free when it has no `record`, or one the claim's Services have seen (mod revision ≤
+/// `seen`) and that a Service's release would have left (`takeable`: a node port's record
+/// always, an IPAddress when it is the allocator's).
+fn judge(
+    key: Bytes,
+    held: bool,
+    record: Option<&KeyValue>,
+    seen: u64,
+    takeable: impl Fn(&KeyValue) -> bool,
+) -> Verdict {
+    if held {
+        return Verdict::Held;
+    }
+    match record {
+        None => Verdict::Free(Compare::Absent { key }),
+        Some(kv) if takeable(kv) && kv.mod_revision <= seen => {
+            Verdict::Free(Compare::ModRevision {
+                key,
+                revision: kv.mod_revision,
+            })
+        }
+        Some(kv) if takeable(kv) => Verdict::Unseen(kv.mod_revision),
+        Some(_) => Verdict::Held,
+    }
+}
+
+/// Values a dynamic claim looked at and found held although the index had them free (a
+/// record written after the index's revision, or one the index has not been told of yet).
+#[derive(Default)]
+struct Misses {
+    /// The values to skip.
+    slots: HashSet<u128>,
+    count: usize,
+    /// The newest revision of their records.
+    newest: u64,
+}
+
+/// Misses after which a dynamic claim waits for the cache to see the records it met (the
+/// index is behind, or other writes are claiming the same values).
+const MISSES: usize = 16;
+
+impl Misses {
+    /// One more miss, at `slot` whose record's revision is `revision`: the revision to wait
+    /// for when there were too many.
+    fn add(&mut self, slot: u128, revision: u64) -> Option<u64> {
+        self.slots.insert(slot);
+        self.count += 1;
+        self.newest = self.newest.max(revision);
+        (self.count >= MISSES).then_some(self.newest)
+    }
 }
 
 /// The addresses of one range, and their allocation records in the store (IPAddresses).
 #[derive(Clone, Debug)]
 pub struct ServiceIps {
     range: IpRange,
-    /// `<prefix>/ipaddresses/`.
-    records: String,
 }
 
 /// What the allocation of one address writes with the Service.
@@ -1127,18 +1384,16 @@ pub enum Refused {
     /// Every value of the range is held.
     Full,
     /// The asked value's record was written at this revision, which the cache has not seen:
-    /// whether its Service still holds it is known once the cache has it.
+    /// whether its Service still holds it is known once the cache has it. (A dynamic claim
+    /// that met too many records its index did not know waits the same way.)
     Unseen(u64),
 }
 
 impl ServiceIps {
-    /// The range's allocator, with its records under the registry `prefix`.
+    /// The range's allocator (its records are the IPAddresses under the registry prefix).
     #[must_use]
-    pub fn new(range: IpRange, prefix: &str) -> ServiceIps {
-        ServiceIps {
-            range,
-            records: ip_addresses_prefix(prefix),
-        }
+    pub fn new(range: IpRange) -> ServiceIps {
+        ServiceIps { range }
     }
 
     /// The range, as `--service-cluster-ip-range` gave it.
@@ -1157,12 +1412,6 @@ impl ServiceIps {
     #[must_use]
     pub fn family(&self) -> Family {
         Family::of(self.range.network)
-    }
-
-    /// The prefix of every allocation record.
-    #[must_use]
-    pub fn records_prefix(&self) -> Bytes {
-        Bytes::from(self.records.clone())
     }
 
     /// Addresses in the range (network and, for IPv4, broadcast included).
@@ -1216,146 +1465,301 @@ impl ServiceIps {
         }
     }
 
-    /// The claim of an address for a new Service: `asked`, or the first free one, scanning the
-    /// upper part of the range from `rotate` addresses past its start (wrapping), then the
-    /// lower part. `cached` are the addresses held whatever their records say (the cache's
-    /// Services', at the cache's revision `seen`, and [`Allocators::older_held`]); `records`
-    /// the IPAddresses read from the store: one frees its address only when it is the
-    /// allocator's, the cache has seen it and the address is not in `cached` (an orphan, see
-    /// the module docs; a client's always holds it). `record` is the stored IPAddress of a
-    /// claimed address.
-    ///
-    /// # Errors
-    /// See [`Refused`].
-    pub fn claim(
-        &self,
-        asked: Option<IpAddr>,
-        cached: &HashSet<IpAddr>,
-        seen: u64,
-        records: &[KeyValue],
-        record: impl Fn(IpAddr) -> Bytes,
-        rotate: u128,
-    ) -> Result<Claim, Refused> {
-        let asked = match asked {
-            Some(ip) => Some(self.offset(ip).ok_or(Refused::NotInRange)?),
-            None => None,
-        };
-        let held: HashSet<u128> = cached.iter().filter_map(|ip| self.offset(*ip)).collect();
-        let space = Space {
+    /// The usable offsets, scanned as [`Space::next_free`] says.
+    fn space(&self) -> Space {
+        Space {
             first: 1,
             last: self.last(),
             band: self.static_band(),
-            records: &self.records,
-            takeable: |kv| {
-                serde_json::from_slice::<Value>(&kv.value)
-                    .is_ok_and(|object| allocated_for_a_service(&object))
-            },
-        };
-        let (n, compare, put) = space.claim(
-            asked,
-            &held,
-            seen,
-            &index(records),
-            |n| record(self.nth(n)),
-            rotate,
-            |n| self.nth(n).to_string(),
-        )?;
-        Ok(Claim {
-            ip: self.nth(n),
-            compare,
-            put,
-        })
+        }
     }
 }
 
-/// Records by key.
-fn index(records: &[KeyValue]) -> HashMap<&[u8], &KeyValue> {
-    records.iter().map(|kv| (kv.key.as_ref(), kv)).collect()
-}
-
 /// Numbered slots `first..=last` (the offsets of a range's usable addresses, or port numbers)
-/// whose first `band` are kept for slots clients ask for, with their records under `records`.
-struct Space<'a> {
+/// whose first `band` are kept for slots clients ask for.
+struct Space {
     first: u128,
     last: u128,
     band: u128,
-    records: &'a str,
-    /// Whether a record the cache has seen frees its slot when no cached Service holds it
-    /// (a node port's record always; an IPAddress when it is the allocator's).
-    takeable: fn(&KeyValue) -> bool,
 }
 
-impl Space<'_> {
-    /// `asked` (a slot of the space), or the first free slot from `first + band` (rotated by
-    /// `rotate`, wrapping), then from `first`: its record's compare and put.
-    #[allow(clippy::too_many_arguments)]
-    fn claim(
-        &self,
-        asked: Option<u128>,
-        held: &HashSet<u128>,
-        seen: u64,
-        records: &HashMap<&[u8], &KeyValue>,
-        value: impl Fn(u128) -> Bytes,
-        rotate: u128,
-        name: impl Fn(u128) -> String,
-    ) -> Result<(u128, Compare, TxnOp), Refused> {
-        let key = |n: u128| Bytes::from(format!("{}{}", self.records, name(n)));
-        let free = |n: u128| -> Option<Compare> {
-            if held.contains(&n) {
-                return None;
-            }
-            let key = key(n);
-            match records.get(key.as_ref()) {
-                None => Some(Compare::Absent { key }),
-                // A record the cache has seen whose Service no longer holds the slot.
-                Some(kv) if kv.mod_revision <= seen && (self.takeable)(kv) => {
-                    Some(Compare::ModRevision {
-                        key,
-                        revision: kv.mod_revision,
-                    })
-                }
-                Some(_) => None,
-            }
-        };
-        let claim = |n: u128, compare: Compare| {
-            let put = TxnOp::Put {
-                key: key(n),
-                value: value(n),
-            };
-            (n, compare, put)
-        };
-        if let Some(n) = asked {
-            if n < self.first || n > self.last {
-                return Err(Refused::NotInRange);
-            }
-            if let Some(compare) = free(n) {
-                return Ok(claim(n, compare));
-            }
-            return Err(match records.get(key(n).as_ref()) {
-                Some(kv) if kv.mod_revision > seen && !held.contains(&n) && (self.takeable)(kv) => {
-                    Refused::Unseen(kv.mod_revision)
-                }
-                _ => Refused::Allocated,
-            });
-        }
-        // At most this many slots of each part are looked at: every held one is in `held` or
-        // the records, so one more than those is free if the part is that large.
-        let scan_max = held.len() + records.len() + 1;
+impl Space {
+    /// The first slot, in scan order, in neither `taken` nor `skipped`: from `first + band`
+    /// rotated by `rotate` (wrapping within the upper part), then from `first`. Costs a
+    /// look-up in `taken`'s runs per skipped slot met, whatever `taken` holds.
+    fn next_free(&self, taken: &Runs, skipped: &HashSet<u128>, rotate: u128) -> Option<u128> {
         let split = (self.first + self.band).min(self.last + 1);
         let upper_len = self.last + 1 - split;
-        let start = if upper_len == 0 {
-            0
-        } else {
-            rotate % upper_len
+        let start = split
+            + if upper_len == 0 {
+                0
+            } else {
+                rotate % upper_len
+            };
+        let within = |from: u128, to: u128| {
+            let mut at = from;
+            while at <= to {
+                let free = taken.next_free(at)?;
+                if free > to {
+                    return None;
+                }
+                if !skipped.contains(&free) {
+                    return Some(free);
+                }
+                at = free.checked_add(1)?;
+            }
+            None
         };
-        let upper = (0..upper_len)
-            .map(move |i| split + (start + i) % upper_len)
-            .take(scan_max);
-        let lower = (self.first..split).take(scan_max);
-        upper
-            .chain(lower)
-            .find_map(|n| free(n).map(|compare| claim(n, compare)))
-            .ok_or(Refused::Full)
+        within(start, self.last)
+            .or_else(|| (start > split).then(|| within(split, start - 1)).flatten())
+            .or_else(|| {
+                (split > self.first)
+                    .then(|| within(self.first, split - 1))
+                    .flatten()
+            })
+    }
+}
+
+/// A multiset of numbers kept with its maximal runs of consecutive members, so the first
+/// number at or after a given one that is not a member is one look-up away (O(log n)),
+/// however long the run of members before it.
+#[derive(Debug, Default)]
+struct Runs {
+    /// Each member, and how many times it is in.
+    counts: HashMap<u128, u32>,
+    /// The first member of each run, and its last.
+    runs: BTreeMap<u128, u128>,
+}
+
+impl Runs {
+    fn contains(&self, n: u128) -> bool {
+        self.counts.contains_key(&n)
+    }
+
+    fn add(&mut self, n: u128) {
+        let count = self.counts.entry(n).or_insert(0);
+        *count += 1;
+        if *count > 1 {
+            return;
+        }
+        let mut first = n;
+        if let Some((&start, &end)) = self.runs.range(..n).next_back()
+            && end.checked_add(1) == Some(n)
+        {
+            first = start;
+        }
+        let mut last = n;
+        if let Some(next) = n.checked_add(1)
+            && let Some(end) = self.runs.remove(&next)
+        {
+            last = end;
+        }
+        self.runs.insert(first, last);
+    }
+
+    fn remove(&mut self, n: u128) {
+        match self.counts.get_mut(&n) {
+            None => return,
+            Some(count) if *count > 1 => {
+                *count -= 1;
+                return;
+            }
+            Some(_) => {
+                self.counts.remove(&n);
+            }
+        }
+        let Some((&start, &end)) = self.runs.range(..=n).next_back() else {
+            return;
+        };
+        self.runs.remove(&start);
+        if start < n {
+            self.runs.insert(start, n - 1);
+        }
+        if n < end {
+            self.runs.insert(n + 1, end);
+        }
+    }
+
+    /// The first number at or after `from` that is not a member (none past `u128::MAX`).
+    fn next_free(&self, from: u128) -> Option<u128> {
+        match self.runs.range(..=from).next_back() {
+            Some((_, &end)) if end >= from => end.checked_add(1),
+            _ => Some(from),
+        }
+    }
+}
+
+/// What the cache's Services and IPAddresses hold, kept from every list and change the
+/// reflector feeds their caches ([`Allocators`] is an [`Observer`]), so that a claim looks up
+/// what it needs instead of reading every Service and record.
+#[derive(Debug, Default)]
+struct Holdings {
+    /// The revision of the last list or changes of the Services told; `None` before the first
+    /// list.
+    services_at: Option<Revision>,
+    /// What each cached Service that holds something holds, by cache key.
+    services: HashMap<Arc<str>, Held>,
+    /// The address of each cached IPAddress that reserves one (any but the allocator's for a
+    /// Service), by cache key.
+    reserved: HashMap<Arc<str>, IpAddr>,
+    /// Per range of [`Allocators::ips`], in order.
+    ranges: Vec<RangeHoldings>,
+    /// The node ports cached Services hold.
+    ports: Runs,
+}
+
+/// What one range's addresses are held by, as offsets.
+#[derive(Debug, Default)]
+struct RangeHoldings {
+    /// Those cached Services hold, with how many hold each.
+    services: HashMap<u128, u32>,
+    /// Those a cached Service holds or a cached IPAddress reserves: what a dynamic claim
+    /// skips without reading their records.
+    taken: Runs,
+}
+
+/// What one Service holds ([`held`] and [`held_ports`] of it).
+#[derive(Debug, Default)]
+struct Held {
+    ips: Vec<IpAddr>,
+    ports: Vec<u16>,
+}
+
+impl Held {
+    fn of(service: &Value) -> Held {
+        let mut ips: Vec<IpAddr> = held(std::iter::once(service)).into_iter().collect();
+        ips.sort_unstable();
+        let mut ports: Vec<u16> = held_ports(std::iter::once(service)).into_iter().collect();
+        ports.sort_unstable();
+        Held { ips, ports }
+    }
+}
+
+/// The range (its index) and offset of `ip`, when it lies in one.
+fn locate(ranges: &[ServiceIps], ip: IpAddr) -> Option<(usize, u128)> {
+    ranges
+        .iter()
+        .enumerate()
+        .find_map(|(i, range)| range.offset(ip).map(|n| (i, n)))
+}
+
+impl Holdings {
+    /// The revision a claim is judged at when the Services cache was at `cached` before the
+    /// index was looked at: the index has every change up to `cached` (the reflector tells it
+    /// a revision before the cache has it) and none after its own last one.
+    fn seen(&self, cached: Revision) -> Option<Revision> {
+        self.services_at.map(|at| at.max(cached))
+    }
+
+    /// The Service under `key` is now `service` (none: gone).
+    fn put_service(&mut self, ranges: &[ServiceIps], key: &Arc<str>, service: Option<&Value>) {
+        if let Some(old) = self.services.remove(key) {
+            for ip in &old.ips {
+                if let Some((i, n)) = locate(ranges, *ip) {
+                    let range = &mut self.ranges[i];
+                    if let Some(count) = range.services.get_mut(&n) {
+                        *count -= 1;
+                        if *count == 0 {
+                            range.services.remove(&n);
+                        }
+                    }
+                    range.taken.remove(n);
+                }
+            }
+            for port in &old.ports {
+                self.ports.remove(u128::from(*port));
+            }
+        }
+        let Some(new) = service.map(Held::of) else {
+            return;
+        };
+        if new.ips.is_empty() && new.ports.is_empty() {
+            return;
+        }
+        for ip in &new.ips {
+            if let Some((i, n)) = locate(ranges, *ip) {
+                let range = &mut self.ranges[i];
+                *range.services.entry(n).or_insert(0) += 1;
+                range.taken.add(n);
+            }
+        }
+        for port in &new.ports {
+            self.ports.add(u128::from(*port));
+        }
+        self.services.insert(key.clone(), new);
+    }
+
+    /// The IPAddress under `key` is now `object` (none: gone).
+    fn put_ip_address(&mut self, ranges: &[ServiceIps], key: &Arc<str>, object: Option<&Value>) {
+        if let Some(old) = self.reserved.remove(key)
+            && let Some((i, n)) = locate(ranges, old)
+        {
+            self.ranges[i].taken.remove(n);
+        }
+        let reserved = object
+            .filter(|object| !allocated_for_a_service(object))
+            .and_then(|object| object.pointer("/metadata/name")?.as_str()?.parse().ok());
+        if let Some(ip) = reserved {
+            if let Some((i, n)) = locate(ranges, ip) {
+                self.ranges[i].taken.add(n);
+            }
+            self.reserved.insert(key.clone(), ip);
+        }
+    }
+}
+
+/// Which of the index's resources a definition is.
+fn indexed(def: &ResourceDef) -> Option<bool> {
+    match (def.group.as_str(), def.plural.as_str()) {
+        ("", "services") => Some(true),
+        ("networking.k8s.io", "ipaddresses") => Some(false),
+        _ => None,
+    }
+}
+
+impl Observer for Allocators {
+    fn reset(&self, def: &ResourceDef, revision: Revision, objects: &[Arc<Object>]) {
+        let Some(services) = indexed(def) else {
+            return;
+        };
+        let mut holdings = self.holdings();
+        let holdings = &mut *holdings;
+        if services {
+            let gone: Vec<Arc<str>> = holdings.services.keys().cloned().collect();
+            for key in &gone {
+                holdings.put_service(&self.ips, key, None);
+            }
+            for object in objects {
+                holdings.put_service(&self.ips, object.key(), Some(object.body()));
+            }
+            holdings.services_at = Some(revision);
+        } else {
+            let gone: Vec<Arc<str>> = holdings.reserved.keys().cloned().collect();
+            for key in &gone {
+                holdings.put_ip_address(&self.ips, key, None);
+            }
+            for object in objects {
+                holdings.put_ip_address(&self.ips, object.key(), Some(object.body()));
+            }
+        }
+    }
+
+    fn changes(&self, def: &ResourceDef, revision: Revision, changes: &[Change]) {
+        let Some(services) = indexed(def) else {
+            return;
+        };
+        let mut holdings = self.holdings();
+        for change in changes {
+            let object = change.object.as_deref().map(Object::body);
+            if services {
+                holdings.put_service(&self.ips, &change.key, object);
+            } else {
+                holdings.put_ip_address(&self.ips, &change.key, object);
+            }
+        }
+        if services {
+            holdings.services_at = Some(revision);
+        }
     }
 }
 
@@ -1394,16 +1798,15 @@ impl NodePorts {
         }
     }
 
-    /// The prefix of every allocation record.
-    #[must_use]
-    pub fn records_prefix(&self) -> Bytes {
-        Bytes::from(self.records.clone())
-    }
-
     /// The range as kube-apiserver names it (`30000-32767`).
     #[must_use]
     pub fn describe(&self) -> String {
         format!("{}-{}", self.first, self.last)
+    }
+
+    /// The record of `port`.
+    fn key(&self, port: u128) -> Bytes {
+        Bytes::from(format!("{}{port}", self.records))
     }
 
     /// kube-apiserver's static band of a port range: `min(max(16, size / 32), 128)`, 0 for 16
@@ -1417,64 +1820,12 @@ impl NodePorts {
         }
     }
 
-    /// Claims the node ports of `requests` (from [`port_requests`]), in order: an asked one
-    /// when it is in the range and free, else a free one. `held` are the node ports the cache's
-    /// Services hold at the cache's revision `seen`; `records` the allocation records read.
-    ///
-    /// # Errors
-    /// The first request the range could not give.
-    pub fn claim(
-        &self,
-        requests: &[PortRequest],
-        held: &HashSet<u16>,
-        seen: u64,
-        records: &[KeyValue],
-        owner: &str,
-        rotate: u128,
-    ) -> Result<Vec<PortClaim>, PortRefused> {
-        let space = Space {
+    fn space(&self) -> Space {
+        Space {
             first: u128::from(self.first),
             last: u128::from(self.last),
             band: self.band(),
-            records: &self.records,
-            takeable: |_| true,
-        };
-        let records = index(records);
-        let mut taken: HashSet<u128> = held.iter().map(|p| u128::from(*p)).collect();
-        let mut claims: Vec<PortClaim> = Vec::new();
-        for request in requests {
-            let asked = match request.ask {
-                Ask::SameAs(earlier) => {
-                    let port = claims.get(earlier).map_or(0, |c| c.port);
-                    claims.push(PortClaim {
-                        slot: request.slot,
-                        port,
-                        record: None,
-                    });
-                    continue;
-                }
-                Ask::Any => None,
-                Ask::This(port) => Some(port),
-            };
-            let (n, compare, put) = space
-                .claim(
-                    asked.map(u128::from),
-                    &taken,
-                    seen,
-                    &records,
-                    |_| Bytes::from(owner.to_owned()),
-                    rotate,
-                    |n| n.to_string(),
-                )
-                .map_err(|why| (request.slot, asked.unwrap_or(0), why))?;
-            taken.insert(n);
-            claims.push(PortClaim {
-                slot: request.slot,
-                port: u16::try_from(n).unwrap_or(u16::MAX),
-                record: Some((compare, put)),
-            });
         }
-        Ok(claims)
     }
 }
 
@@ -1518,9 +1869,109 @@ pub fn held<'a>(services: impl Iterator<Item = &'a Value>) -> HashSet<IpAddr> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures_util::FutureExt as _;
+    use std::collections::BTreeSet;
+    use std::convert::Infallible;
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
-    fn ips(range: &str) -> ServiceIps {
-        ServiceIps::new(IpRange::parse(range).unwrap(), "/registry")
+    /// Allocators over the addresses `range` and the node ports 30000-32767.
+    fn ips(range: &str) -> Allocators {
+        Allocators::new(
+            &[IpRange::parse(range).unwrap()],
+            (30000, 32767),
+            "/registry",
+        )
+    }
+
+    fn def(group: &str, plural: &str) -> ResourceDef {
+        watchkeeper_api::resources::builtin_resources()
+            .into_iter()
+            .find(|d| d.group == group && d.plural == plural)
+            .unwrap()
+    }
+
+    /// A cached object of the resource of `def` with `body`'s name (and namespace).
+    fn cached(body: Value) -> Arc<Object> {
+        let text = |path: &str| body.pointer(path).and_then(Value::as_str).unwrap_or("");
+        let (namespace, name) = (
+            text("/metadata/namespace").to_owned(),
+            text("/metadata/name"),
+        );
+        let name = name.to_owned();
+        Arc::new(Object::new(
+            &namespace,
+            &name,
+            BTreeMap::new(),
+            BTreeMap::new(),
+            1,
+            body,
+        ))
+    }
+
+    /// The Service `default/<name>` with `spec`.
+    fn named_service(name: &str, spec: Value) -> Value {
+        let mut body = service(spec);
+        body["metadata"] = json!({"name": name, "namespace": "default"});
+        body
+    }
+
+    /// The allocators' index told the list of Services that hold `held` (one address each)
+    /// and no IPAddress, at `revision`.
+    fn listed(allocators: &Allocators, held: &[&str], revision: Revision) {
+        let objects: Vec<Arc<Object>> = held
+            .iter()
+            .enumerate()
+            .map(|(i, ip)| {
+                cached(named_service(
+                    &format!("h{i}"),
+                    json!({"clusterIP": ip, "clusterIPs": [ip]}),
+                ))
+            })
+            .collect();
+        allocators.reset(&def("", "services"), revision, &objects);
+        allocators.reset(&def("networking.k8s.io", "ipaddresses"), revision, &[]);
+    }
+
+    /// A store of records, counting its reads.
+    #[derive(Default)]
+    struct Store {
+        records: BTreeMap<Bytes, KeyValue>,
+        reads: AtomicUsize,
+    }
+
+    impl Records for Store {
+        type Error = Infallible;
+
+        async fn read(&self, key: Bytes) -> Result<Option<KeyValue>, Infallible> {
+            self.reads.fetch_add(1, Ordering::Relaxed);
+            Ok(self.records.get(&key).cloned())
+        }
+    }
+
+    fn store(records: &[KeyValue]) -> Store {
+        Store {
+            records: records
+                .iter()
+                .map(|kv| (kv.key.clone(), kv.clone()))
+                .collect(),
+            reads: AtomicUsize::new(0),
+        }
+    }
+
+    /// The claim of `asked` (any address when `None`) of the first range of `allocators` over
+    /// `records`, the Services cache at `cached`.
+    fn claim(
+        allocators: &Allocators,
+        asked: Option<&str>,
+        cached: Revision,
+        records: &Store,
+        rotate: u128,
+    ) -> Result<Claim, Refused> {
+        let family = allocators.families()[0];
+        let asked = asked.map(|ip| ip.parse().unwrap());
+        let claim = allocators.claim_ip((family, asked), cached, records, owned, rotate);
+        let Ok(claimed) = claim.now_or_never().expect("no read waits");
+        claimed
     }
 
     fn record(ip: &str, mod_revision: u64) -> KeyValue {
@@ -1534,15 +1985,15 @@ mod tests {
         }
     }
 
-    fn addrs(ips: &[&str]) -> HashSet<IpAddr> {
-        ips.iter().map(|ip| ip.parse().unwrap()).collect()
-    }
-
     fn service(spec: Value) -> Value {
         json!({"metadata": {"name": "s"}, "spec": spec, "status": {"loadBalancer": {}}})
     }
 
     const V4: &[Family] = &[Family::V4];
+
+    fn addrs(ips: &[&str]) -> HashSet<IpAddr> {
+        ips.iter().map(|ip| ip.parse().unwrap()).collect()
+    }
 
     /// An IPAddress record of the Service `default/s`.
     fn owned(ip: IpAddr) -> Bytes {
@@ -1566,35 +2017,23 @@ mod tests {
         );
         assert!(names_service(&v6, "ns", "web"));
         assert!(!names_service(&v6, "ns", "other"));
-        let def = watchkeeper_api::resources::builtin_resources()
-            .into_iter()
-            .find(|d| d.group == "networking.k8s.io" && d.plural == "ipaddresses")
-            .unwrap();
-        let allocators = Allocators::new(
-            &[IpRange::parse("10.0.0.0/24").unwrap()],
-            (30000, 30100),
-            "/registry",
-        );
+        let def = def("networking.k8s.io", "ipaddresses");
+        let allocators = ips("10.0.0.0/24");
         assert_eq!(
             allocators.ip_address_key("10.0.0.9".parse().unwrap()),
             format!("/registry/{}/10.0.0.9", def.storage_prefix())
         );
         assert_eq!(
-            allocators.ip_records_prefix(),
-            format!("/registry/{}/", def.storage_prefix())
+            allocators.older_ip_key("10.0.0.9".parse().unwrap()),
+            "/registry/ranges/serviceips/10.0.0.9"
         );
     }
 
-    /// Goal: what holds an address beyond the cached Services: a client's IPAddress always,
-    /// an allocator's IPAddress only as a record (taken over once seen), an older record
-    /// only until the cache has seen it.
+    /// Goal: what holds an address beyond the cached Services: a client's IPAddress always
+    /// (known to the index or only to the store), an allocator's IPAddress only as a record
+    /// (taken over once seen), an older record only until the cache has seen it.
     #[test]
     fn ip_addresses_reserve_what_they_name() {
-        let allocators = Allocators::new(
-            &[IpRange::parse("10.0.0.0/24").unwrap()],
-            (30000, 30100),
-            "/registry",
-        );
         let kv = |key: String, value: Value, mod_revision| KeyValue {
             key: Bytes::from(key),
             value: Bytes::from(value.to_string()),
@@ -1610,12 +2049,11 @@ mod tests {
         gateway["metadata"]["name"] = json!("10.0.0.22");
         gateway["spec"]["parentRef"] = json!({"group": "gateway.networking.k8s.io",
             "resource": "gateways", "name": "g"});
-        let stored = vec![
+        let clients = [unlabelled.clone(), gateway.clone()];
+        let stored = store(&[
             kv("/registry/ipaddresses/10.0.0.20".into(), allocated, 5),
             kv("/registry/ipaddresses/10.0.0.21".into(), unlabelled, 5),
             kv("/registry/ipaddresses/10.0.0.22".into(), gateway, 5),
-        ];
-        let older = [
             kv(
                 "/registry/ranges/serviceips/10.0.0.30".into(),
                 json!("default/a"),
@@ -1626,57 +2064,51 @@ mod tests {
                 json!("default/b"),
                 9,
             ),
-        ];
-        assert_eq!(allocators.older_held(&older, 6), addrs(&["10.0.0.31"]));
-        let range = allocators.ips(Family::V4).unwrap();
-        let claim = |ip: &str, seen| {
-            range.claim(
-                Some(ip.parse().unwrap()),
-                &addrs(&[]),
-                seen,
-                &stored,
-                owned,
-                0,
-            )
-        };
-        // The allocator's orphan, seen, is taken over on its revision; unseen, it waits.
-        let taken = claim("10.0.0.20", 6).unwrap();
-        assert!(matches!(
-            taken.compare,
-            Compare::ModRevision { revision: 5, .. }
-        ));
-        assert_eq!(claim("10.0.0.20", 4).unwrap_err(), Refused::Unseen(5));
-        // Held by a cached Service, it is allocated.
-        let held = range.claim(
-            Some("10.0.0.20".parse().unwrap()),
-            &addrs(&["10.0.0.20"]),
-            6,
-            &stored,
-            owned,
-            0,
-        );
-        assert_eq!(held.unwrap_err(), Refused::Allocated);
-        for client in ["10.0.0.21", "10.0.0.22"] {
+        ]);
+        for told_clients in [false, true] {
+            let allocators = ips("10.0.0.0/24");
+            let at = |seen: Revision, held: &[&str]| {
+                listed(&allocators, held, seen);
+                if told_clients {
+                    let objects: Vec<Arc<Object>> = clients.iter().cloned().map(cached).collect();
+                    allocators.reset(&def("networking.k8s.io", "ipaddresses"), seen, &objects);
+                }
+            };
+            let ask = |ip: &str| claim(&allocators, Some(ip), 0, &stored, 0);
+            at(6, &[]);
+            // An older record holds its address until the cache has seen it.
+            assert_eq!(ask("10.0.0.31").unwrap_err(), Refused::Allocated);
+            assert!(matches!(
+                ask("10.0.0.30").unwrap().compare,
+                Compare::Absent { .. }
+            ));
+            // The allocator's orphan, seen, is taken over on its revision; unseen, it waits.
+            let taken = ask("10.0.0.20").unwrap();
+            assert!(matches!(
+                taken.compare,
+                Compare::ModRevision { revision: 5, .. }
+            ));
+            for client in ["10.0.0.21", "10.0.0.22"] {
+                assert_eq!(ask(client).unwrap_err(), Refused::Allocated, "{client}");
+            }
+            // Dynamic allocation skips the clients' and takes over the orphan.
+            let dynamic = claim(&allocators, None, 0, &stored, 20 - 17).unwrap();
+            assert_eq!(dynamic.ip.to_string(), "10.0.0.20");
+            at(4, &[]);
+            assert_eq!(ask("10.0.0.20").unwrap_err(), Refused::Unseen(5));
+            for client in ["10.0.0.21", "10.0.0.22"] {
+                assert_eq!(ask(client).unwrap_err(), Refused::Allocated, "{client}");
+            }
+            // Held by a cached Service, it is allocated.
+            at(6, &["10.0.0.20"]);
+            assert_eq!(ask("10.0.0.20").unwrap_err(), Refused::Allocated);
+            let dynamic = claim(&allocators, None, 0, &stored, 20 - 17).unwrap();
             assert_eq!(
-                claim(client, 6).unwrap_err(),
-                Refused::Allocated,
-                "{client}"
-            );
-            assert_eq!(
-                claim(client, 4).unwrap_err(),
-                Refused::Allocated,
-                "{client}"
+                dynamic.ip.to_string(),
+                "10.0.0.23",
+                "clients told: {told_clients}"
             );
         }
-        // Dynamic allocation skips the clients' and takes over the orphan.
-        let dynamic = range
-            .claim(None, &addrs(&[]), 6, &stored, owned, 20 - 17)
-            .unwrap();
-        assert_eq!(dynamic.ip.to_string(), "10.0.0.20");
-        let dynamic = range
-            .claim(None, &addrs(&["10.0.0.20"]), 6, &stored, owned, 20 - 17)
-            .unwrap();
-        assert_eq!(dynamic.ip.to_string(), "10.0.0.23");
     }
 
     /// Goal: a deletion releases every address of a Service, an update those it drops.
@@ -1698,30 +2130,29 @@ mod tests {
     #[test]
     fn dynamic_addresses_skip_held_ones_and_reclaim_released_ones() {
         let allocator = ips("10.0.0.0/24");
-        let claim = allocator.claim(None, &addrs(&["10.0.0.1"]), 10, &[], owned, 0);
-        let claim = claim.unwrap();
+        listed(&allocator, &["10.0.0.1"], 10);
+        let claimed = claim(&allocator, None, 10, &store(&[]), 0).unwrap();
         assert_eq!(
-            claim.ip.to_string(),
+            claimed.ip.to_string(),
             "10.0.0.17",
             "above the static band of 16"
         );
-        assert!(matches!(claim.compare, Compare::Absent { .. }));
-        let held = addrs(&["10.0.0.1", "10.0.0.17"]);
+        assert!(matches!(claimed.compare, Compare::Absent { .. }));
+        listed(&allocator, &["10.0.0.1", "10.0.0.17"], 10);
         // A record newer than the cache: its Service may not be cached yet.
-        let fresh = [record("10.0.0.18", 11)];
-        let claim = allocator.claim(None, &held, 10, &fresh, owned, 0).unwrap();
-        assert_eq!(claim.ip.to_string(), "10.0.0.19");
+        let fresh = store(&[record("10.0.0.18", 11)]);
+        let claimed = claim(&allocator, None, 10, &fresh, 0).unwrap();
+        assert_eq!(claimed.ip.to_string(), "10.0.0.19");
         // The same record once the cache has seen it and no Service holds the address.
-        let claim = allocator.claim(None, &held, 11, &fresh, owned, 0).unwrap();
-        assert_eq!(claim.ip.to_string(), "10.0.0.18");
+        let claimed = claim(&allocator, None, 11, &fresh, 0).unwrap();
+        assert_eq!(claimed.ip.to_string(), "10.0.0.18");
         assert!(matches!(
-            claim.compare,
+            claimed.compare,
             Compare::ModRevision { revision: 11, .. }
         ));
         // A rotated scan starts inside the upper part and wraps around it (238 addresses).
         let from = |rotate| {
-            allocator
-                .claim(None, &held, 10, &fresh, owned, rotate)
+            claim(&allocator, None, 10, &fresh, rotate)
                 .unwrap()
                 .ip
                 .to_string()
@@ -1735,18 +2166,50 @@ mod tests {
         );
     }
 
+    /// Goal: a claim reads the records of the addresses it looks at only (the IPAddress and
+    /// the older record of each), not one per Service: with 3,000 Services holding the
+    /// lowest addresses of the upper part, a dynamic claim reads two keys and an asked one
+    /// two; a run of records the index does not know makes the claim wait for the cache
+    /// rather than read on.
+    #[test]
+    fn a_claim_reads_only_the_records_of_the_addresses_it_looks_at() {
+        let allocator = ips("10.0.0.0/16");
+        let held: Vec<String> = (0..3000u32)
+            .map(|i| Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 0, 1, 1)) + i).to_string())
+            .collect();
+        let held: Vec<&str> = held.iter().map(String::as_str).collect();
+        listed(&allocator, &held, 10);
+        let empty = store(&[]);
+        let claimed = claim(&allocator, None, 10, &empty, 0).unwrap();
+        assert_eq!(claimed.ip.to_string(), "10.0.12.185", "past the 3,000 held");
+        assert_eq!(empty.reads.load(Ordering::Relaxed), 2);
+        let asked = claim(&allocator, Some("10.0.0.9"), 10, &empty, 0).unwrap();
+        assert_eq!(asked.ip.to_string(), "10.0.0.9");
+        assert_eq!(empty.reads.load(Ordering::Relaxed), 4);
+        // Records written after the index's revision, unknown to it: each is a read, and
+        // after 16 the claim waits for the cache to see the newest.
+        let unknown: Vec<KeyValue> = (0..20u32)
+            .map(|i| {
+                let ip = Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 0, 12, 185)) + i);
+                record(&ip.to_string(), 11 + u64::from(i))
+            })
+            .collect();
+        let racing = store(&unknown);
+        assert_eq!(
+            claim(&allocator, None, 10, &racing, 0).unwrap_err(),
+            Refused::Unseen(26)
+        );
+        assert_eq!(racing.reads.load(Ordering::Relaxed), 32);
+    }
+
     /// Goal: an asked address is claimed only inside the range and when free; one whose
     /// record the cache has not seen waits for the cache.
     #[test]
     fn an_asked_address_must_be_in_the_range_and_free() {
         let allocator = ips("10.0.0.0/24");
-        let held = addrs(&["10.0.0.5"]);
-        let records = [record("10.0.0.7", 9)];
-        let ask = |ip: &str| {
-            allocator
-                .claim(Some(ip.parse().unwrap()), &held, 1, &records, owned, 0)
-                .map(|c| c.ip.to_string())
-        };
+        listed(&allocator, &["10.0.0.5"], 1);
+        let records = store(&[record("10.0.0.7", 9)]);
+        let ask = |ip: &str| claim(&allocator, Some(ip), 1, &records, 0).map(|c| c.ip.to_string());
         assert_eq!(ask("10.0.0.6"), Ok("10.0.0.6".to_owned()));
         assert_eq!(
             ask("10.0.0.3"),
@@ -1770,15 +2233,36 @@ mod tests {
     #[test]
     fn a_small_range_fills_up() {
         let allocator = ips("10.0.0.0/29");
-        let mut held = addrs(&[]);
+        let mut held: Vec<String> = Vec::new();
         for expected in 1..=6 {
-            let claim = allocator.claim(None, &held, 1, &[], owned, 0).unwrap();
-            assert_eq!(claim.ip.to_string(), format!("10.0.0.{expected}"));
-            held.insert(claim.ip);
+            listed(
+                &allocator,
+                &held.iter().map(String::as_str).collect::<Vec<_>>(),
+                1,
+            );
+            let claimed = claim(&allocator, None, 1, &store(&[]), 0).unwrap();
+            assert_eq!(claimed.ip.to_string(), format!("10.0.0.{expected}"));
+            held.push(claimed.ip.to_string());
         }
+        listed(
+            &allocator,
+            &held.iter().map(String::as_str).collect::<Vec<_>>(),
+            1,
+        );
         assert_eq!(
-            allocator.claim(None, &held, 1, &[], owned, 0).unwrap_err(),
+            claim(&allocator, None, 1, &store(&[]), 0).unwrap_err(),
             Refused::Full
+        );
+    }
+
+    /// Goal: before the index has been told the Services' list, a claim waits for the cache
+    /// rather than judge from nothing.
+    #[test]
+    fn a_claim_before_the_first_list_waits_for_the_cache() {
+        let allocator = ips("10.0.0.0/24");
+        assert_eq!(
+            claim(&allocator, None, 0, &store(&[]), 0).unwrap_err(),
+            Refused::Unseen(1)
         );
     }
 
@@ -2128,26 +2612,39 @@ mod tests {
     }
 
     /// Goal: node ports as kube-apiserver allocates them: from above the static band of 86
-    /// ports, an asked one when it is in the range and free, a shared one without a record.
+    /// ports, an asked one when it is in the range and free, a shared one without a record;
+    /// a record the cache has not seen holds its port, a seen one whose Service let the port
+    /// go is taken over.
     #[test]
     fn node_ports_are_claimed_per_request() {
-        let ports = NodePorts::new(30000, 32767, "/registry");
-        let claimed = |requests: &[PortRequest], held: &[u16]| {
-            ports
-                .claim(
-                    requests,
-                    &held.iter().copied().collect(),
-                    1,
-                    &[],
-                    "default/a",
-                    0,
-                )
-                .map(|claims| {
+        let claimed_from =
+            |range: (u16, u16), requests: &[PortRequest], held: &[u16], records: &[KeyValue]| {
+                let allocators = Allocators::new(
+                    &[IpRange::parse("10.0.0.0/24").unwrap()],
+                    range,
+                    "/registry",
+                );
+                let ports: Vec<Value> = held
+                    .iter()
+                    .map(|p| json!({"port": p, "nodePort": p}))
+                    .collect();
+                let holder = cached(named_service(
+                    "h",
+                    json!({"type": "NodePort", "ports": ports}),
+                ));
+                allocators.reset(&def("", "services"), 1, &[holder]);
+                let records = store(records);
+                let claim = allocators.claim_ports(requests, 1, &records, "default/a", 0);
+                let Ok(claimed) = claim.now_or_never().expect("no read waits");
+                claimed.map(|claims| {
                     claims
                         .iter()
                         .map(|c| (c.slot, c.port, c.record.is_some()))
                         .collect::<Vec<_>>()
                 })
+            };
+        let claimed = |requests: &[PortRequest], held: &[u16]| {
+            claimed_from((30000, 32767), requests, held, &[])
         };
         let request = |slot, ask| PortRequest { slot, ask };
         let two = [
@@ -2168,11 +2665,35 @@ mod tests {
                 (Slot::Port(1), 30088, true)
             ])
         );
+        let port_record = |port: u16, mod_revision| KeyValue {
+            key: Bytes::from(format!("/registry/ranges/servicenodeports/{port}")),
+            value: Bytes::from_static(b"default/b"),
+            create_revision: mod_revision,
+            mod_revision,
+            version: 1,
+        };
+        assert_eq!(
+            claimed_from((30000, 32767), &two, &[], &[port_record(30086, 2)]),
+            Ok(vec![
+                (Slot::Port(0), 30087, true),
+                (Slot::Port(1), 30088, true)
+            ]),
+            "a record newer than the cache"
+        );
+        assert_eq!(
+            claimed_from((30000, 32767), &two[..1], &[], &[port_record(30086, 1)]),
+            Ok(vec![(Slot::Port(0), 30086, true)]),
+            "a record the cache has seen, no Service holding its port"
+        );
         let asked = [request(Slot::Port(0), Ask::This(30005))];
         assert_eq!(claimed(&asked, &[]), Ok(vec![(Slot::Port(0), 30005, true)]));
         assert_eq!(
             claimed(&asked, &[30005]),
             Err((Slot::Port(0), 30005, Refused::Allocated))
+        );
+        assert_eq!(
+            claimed_from((30000, 32767), &asked, &[], &[port_record(30005, 2)]),
+            Err((Slot::Port(0), 30005, Refused::Unseen(2)))
         );
         let outside = [
             request(Slot::Port(0), Ask::Any),
@@ -2193,14 +2714,183 @@ mod tests {
                 (Slot::Port(1), 30053, false)
             ])
         );
-        let small = NodePorts::new(30000, 30001, "/registry");
+        let twice = [
+            request(Slot::Port(0), Ask::This(30054)),
+            request(Slot::Port(1), Ask::This(30054)),
+        ];
+        assert_eq!(
+            claimed(&twice, &[]),
+            Err((Slot::Port(1), 30054, Refused::Allocated)),
+            "a port the write claimed already"
+        );
         let three = [
             request(Slot::Port(0), Ask::Any),
             request(Slot::Port(1), Ask::Any),
             request(Slot::Port(2), Ask::Any),
         ];
-        let full = small.claim(&three, &HashSet::new(), 1, &[], "default/a", 0);
-        assert_eq!(full.unwrap_err(), (Slot::Port(2), 0, Refused::Full));
+        assert_eq!(
+            claimed_from((30000, 30001), &three, &[], &[]),
+            Err((Slot::Port(2), 0, Refused::Full))
+        );
+    }
+
+    /// Goal: the runs of a multiset agree with the multiset: membership, and the first
+    /// number at or after any that is not a member; runs are maximal and disjoint.
+    #[test]
+    fn runs_agree_with_their_members() {
+        use proptest::prelude::*;
+        let strategy = proptest::collection::vec((any::<bool>(), 0u128..40), 0..200);
+        proptest!(ProptestConfig::with_cases(256), |(ops in strategy)| {
+            let mut runs = Runs::default();
+            let mut model: BTreeMap<u128, u32> = BTreeMap::new();
+            for (add, n) in ops {
+                if add {
+                    runs.add(n);
+                    *model.entry(n).or_insert(0) += 1;
+                } else {
+                    runs.remove(n);
+                    if let Some(count) = model.get_mut(&n) {
+                        *count -= 1;
+                        if *count == 0 {
+                            model.remove(&n);
+                        }
+                    }
+                }
+                for from in 0..42 {
+                    prop_assert_eq!(runs.contains(from), model.contains_key(&from));
+                    let free = (from..).find(|m| !model.contains_key(m));
+                    prop_assert_eq!(runs.next_free(from), free);
+                }
+                let mut covered = 0;
+                let mut previous: Option<u128> = None;
+                for (&start, &end) in &runs.runs {
+                    prop_assert!(start <= end);
+                    prop_assert!(previous.is_none_or(|p| p + 1 < start), "not maximal or overlapping");
+                    prop_assert!((start..=end).all(|m| model.contains_key(&m)));
+                    covered += end - start + 1;
+                    previous = Some(end);
+                }
+                prop_assert_eq!(covered, model.len() as u128);
+            }
+        });
+    }
+
+    /// A Service spec for the index's comparison, from picks: its type, addresses (in the
+    /// range or not) and node ports.
+    fn picked_service(kind: u8, ips: (u8, u8), ports: (u16, u16)) -> Value {
+        let ip = |pick: u8| match pick % 4 {
+            3 => "192.168.0.9".to_owned(),
+            _ => format!("10.0.0.{}", pick % 40),
+        };
+        let mut spec = json!({"clusterIP": ip(ips.0), "clusterIPs": [ip(ips.0), ip(ips.1)],
+            "ports": [{"port": 80, "nodePort": 30000 + ports.0 % 20},
+                      {"port": 81, "nodePort": 30000 + ports.1 % 20}],
+            "healthCheckNodePort": 30000 + (ports.0 % 20 + ports.1 % 20) % 20});
+        let (kind, extra) = match kind % 6 {
+            0 => ("ClusterIP", json!({})),
+            1 => ("NodePort", json!({})),
+            2 => ("LoadBalancer", json!({"externalTrafficPolicy": "Local"})),
+            3 => ("LoadBalancer", json!({"externalTrafficPolicy": "Cluster"})),
+            4 => ("ExternalName", json!({"externalName": "x"})),
+            _ => (
+                "ClusterIP",
+                json!({"clusterIP": "None", "clusterIPs": ["None"]}),
+            ),
+        };
+        spec["type"] = json!(kind);
+        for (key, value) in extra.as_object().unwrap() {
+            spec[key] = value.clone();
+        }
+        spec
+    }
+
+    /// Goal: the index kept from the reflector's lists and changes agrees with a full scan of
+    /// the Services and IPAddresses it was told, after any creates, updates, deletes and
+    /// relists: the addresses and node ports the Services hold, what a dynamic claim skips,
+    /// and the first free address in scan order from any rotation.
+    #[test]
+    fn the_index_agrees_with_a_full_scan() {
+        use proptest::prelude::*;
+        // (resource: Services or IPAddresses, name, what: delete / relist / put, picks)
+        let op = (
+            any::<bool>(),
+            0u8..8,
+            0u8..10,
+            (
+                any::<u8>(),
+                (any::<u8>(), any::<u8>()),
+                (any::<u16>(), any::<u16>()),
+            ),
+        );
+        let strategy = proptest::collection::vec(op, 1..60);
+        proptest!(ProptestConfig::with_cases(128), |(ops in strategy, rotate in 0u128..64)| {
+            let allocators = ips("10.0.0.0/26");
+            let (services_def, ip_def) = (def("", "services"), def("networking.k8s.io", "ipaddresses"));
+            allocators.reset(&services_def, 1, &[]);
+            allocators.reset(&ip_def, 1, &[]);
+            let mut services: BTreeMap<String, Value> = BTreeMap::new();
+            let mut addresses: BTreeMap<String, Value> = BTreeMap::new();
+            let mut services_at = 1;
+            for (revision, (is_service, name, what, (kind, ips_pick, ports_pick))) in (2u64..).zip(ops) {
+                if is_service {
+                    services_at = revision;
+                }
+                let (model, def) = if is_service {
+                    (&mut services, &services_def)
+                } else {
+                    (&mut addresses, &ip_def)
+                };
+                if what == 0 {
+                    let key = if is_service { format!("default/s{name}") } else { format!("10.0.0.{}", name * 5) };
+                    model.remove(&key);
+                    allocators.changes(def, revision, &[Change::delete(key)]);
+                } else if what == 1 {
+                    let objects: Vec<Arc<Object>> = model.values().cloned().map(cached).collect();
+                    allocators.reset(def, revision, &objects);
+                } else {
+                    let body = if is_service {
+                        named_service(&format!("s{name}"), picked_service(kind, ips_pick, ports_pick))
+                    } else {
+                        let ip: IpAddr = format!("10.0.0.{}", name * 5).parse().unwrap();
+                        let mut object = ip_address(ip, ("default", "s"), "u", "t");
+                        if kind % 2 == 0 {
+                            object["metadata"]["labels"] = json!({});
+                        }
+                        object
+                    };
+                    let object = cached(body.clone());
+                    model.insert(object.key().to_string(), body);
+                    allocators.changes(def, revision, &[Change::put(object)]);
+                }
+                // The full scan.
+                let range = allocators.ips(Family::V4).unwrap();
+                let by_services: BTreeSet<u128> = held(services.values())
+                    .into_iter()
+                    .filter_map(|ip| range.offset(ip))
+                    .collect();
+                let reserved: BTreeSet<u128> = addresses
+                    .values()
+                    .filter(|object| !allocated_for_a_service(object))
+                    .filter_map(|object| range.offset(object["metadata"]["name"].as_str()?.parse().ok()?))
+                    .collect();
+                let ports: BTreeSet<u128> = held_ports(services.values()).into_iter().map(u128::from).collect();
+                let holdings = allocators.holdings();
+                let indexed: BTreeSet<u128> = holdings.ranges[0].services.keys().copied().collect();
+                prop_assert_eq!(&indexed, &by_services);
+                for n in 0..70 {
+                    prop_assert_eq!(holdings.ranges[0].taken.contains(n), by_services.contains(&n) || reserved.contains(&n), "{}", n);
+                    prop_assert_eq!(holdings.ports.contains(30000 + n), ports.contains(&(30000 + n)));
+                }
+                let space = range.space();
+                let scan = (0..46u128)
+                    .map(|i| 17 + (rotate + i) % 46)
+                    .chain(1..17)
+                    .find(|n| !by_services.contains(n) && !reserved.contains(n));
+                prop_assert_eq!(space.next_free(&holdings.ranges[0].taken, &HashSet::new(), rotate), scan);
+                prop_assert_eq!(holdings.seen(0), Some(services_at));
+                prop_assert_eq!(holdings.seen(services_at + 3), Some(services_at + 3));
+            }
+        });
     }
 
     /// Goal: what Services hold: addresses of every type but ExternalName, node ports of the

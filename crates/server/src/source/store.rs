@@ -539,6 +539,13 @@ impl StoreSource {
         self
     }
 
+    /// The Service allocators, when this source allocates (they are the reflector's
+    /// [`crate::source::feed::Observer`] of Services and IPAddresses).
+    #[must_use]
+    pub fn service_ips(&self) -> Option<Arc<Allocators>> {
+        self.service_ips.clone()
+    }
+
     /// With history rebuilding: the reflector's first list is taken `window` store revisions
     /// before the current one (never below the store's compaction) and the watch replays the
     /// revisions since, so each cache starts with the history a running server would have had
@@ -2416,17 +2423,10 @@ impl Writer<'_> {
         let port_requests = service_ips::port_requests(old, object);
         let mut claims = Vec::new();
         if !ip_requests.is_empty() || !port_requests.is_empty() {
-            // The records are read after the snapshot: one the snapshot has not seen is newer
-            // than its revision.
-            let snapshot = resource.cache().latest();
-            let cached = || snapshot.range(None, None).map(|o| o.body());
-            let seen = snapshot.revision();
+            // Read before the allocators' index is: it has every change up to this revision.
+            let cached = resource.cache().latest().revision();
+            let store = &self.source.store;
             if !ip_requests.is_empty() {
-                // The IPAddresses, and the records of an older version of this server.
-                let ip_addresses = self.records(allocators.ip_records_prefix()).await?;
-                let older = self.records(allocators.older_ip_records_prefix()).await?;
-                let mut held = service_ips::held(cached());
-                held.extend(allocators.older_held(&older, seen));
                 // Each claimed address's IPAddress, as the allocator stores it.
                 let record = |ip| {
                     let uid = uuid::Uuid::new_v4().to_string();
@@ -2438,7 +2438,10 @@ impl Writer<'_> {
                     let ips = allocators.ips(family).ok_or_else(|| {
                         ApiError::internal(format!("no range of the family {}", family.name()))
                     })?;
-                    match ips.claim(asked, &held, seen, &ip_addresses, record, rotate) {
+                    match allocators
+                        .claim_ip((family, asked), cached, store, record, rotate)
+                        .await?
+                    {
                         Ok(claim) => {
                             claimed.push((family, claim.ip));
                             claims.push((claim.compare, claim.put));
@@ -2459,9 +2462,10 @@ impl Writer<'_> {
             }
             if !port_requests.is_empty() {
                 let node_ports = allocators.ports();
-                let records = self.records(node_ports.records_prefix()).await?;
-                let held = service_ips::held_ports(cached());
-                match node_ports.claim(&port_requests, &held, seen, &records, &owner, rotate) {
+                match allocators
+                    .claim_ports(&port_requests, cached, store, &owner, rotate)
+                    .await?
+                {
                     Ok(ports) => {
                         service_ips::set_node_ports(object, &ports);
                         claims.extend(ports.into_iter().filter_map(|p| p.record));
@@ -2527,17 +2531,6 @@ impl Writer<'_> {
             }
         }
         Ok(releases)
-    }
-
-    /// The allocation records under `prefix`.
-    async fn records(&self, prefix: Bytes) -> Result<Vec<watchkeeper_store::KeyValue>, ApiError> {
-        Ok(self
-            .source
-            .store
-            .range(watchkeeper_store::RangeRequest::prefix(prefix))
-            .await
-            .map_err(store_error)?
-            .kvs)
     }
 
     /// Stores a new object, with the allocation records of a Service's address and node ports
@@ -4757,6 +4750,19 @@ impl StoreEvents {
             }
             None => Item::Stopped(Stop::Restart("the store watch ended".to_owned())),
         }
+    }
+}
+
+/// A Service claim reads the records of the values it looks at from the store, one key each.
+impl service_ips::Records for AnyStore {
+    type Error = ApiError;
+
+    async fn read(&self, key: Bytes) -> Result<Option<KeyValue>, ApiError> {
+        let found = self
+            .range(RangeRequest::key(key.clone()))
+            .await
+            .map_err(store_error)?;
+        Ok(found.kvs.into_iter().find(|kv| kv.key == key))
     }
 }
 
