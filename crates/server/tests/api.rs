@@ -407,7 +407,7 @@ async fn etcdctl_writes_show_up() {
     )
     .await;
     let value = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"from-etcdctl","namespace":"default"},"data":{"a":"b"}}"#;
-    etcdctl_put(&format!("{prefix}/configmaps/default/from-etcdctl"), value).await;
+    common::etcd::etcdctl_put(&format!("{prefix}/configmaps/default/from-etcdctl"), value).await;
     let event = watch.next().await.expect("an event");
     assert_eq!(event["type"], "ADDED");
     assert_eq!(event["object"]["metadata"]["name"], "from-etcdctl");
@@ -464,7 +464,7 @@ async fn protobuf_falls_back_for_objects_outside_the_schemas() {
     .unwrap();
     // `restartPolicyRules` is a container field of Kubernetes 1.34.
     let value = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"later","namespace":"default"},"spec":{"containers":[{"name":"c","image":"nginx","restartPolicy":"Never","restartPolicyRules":[{"action":"Restart","exitCodes":{"operator":"In","values":[42]}}]}]}}"#;
-    etcdctl_put(&format!("{prefix}/pods/default/later"), value).await;
+    common::etcd::etcdctl_put(&format!("{prefix}/pods/default/later"), value).await;
     let mut received = Vec::new();
     let events = protobuf_events(&mut pod_watch, &mut received, 1).await;
     assert_eq!(events.len(), 1, "{events:?}");
@@ -3052,27 +3052,6 @@ async fn a_protobuf_watch_decodes_with_kubernetes_generated_types() {
     server.shutdown().await;
 }
 
-/// `etcdctl put key value` against the test etcd (a write that bypasses the server).
-async fn etcdctl_put(key: &str, value: &str) {
-    let output = tokio::process::Command::new("etcdctl")
-        .env("ETCDCTL_API", "3")
-        .args([
-            "--endpoints",
-            &common::etcd::shared_endpoint(),
-            "put",
-            key,
-            value,
-        ])
-        .output()
-        .await
-        .expect("etcdctl runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
 /// Goal: `v1` `ComponentStatus` as kube-apiserver serves it — read-only and cluster-scoped,
 /// in discovery with `get` and `list`, the scheduler and controller-manager unhealthy with the
 /// error kube-apiserver reports when their health endpoints refuse connections (watchkeeper
@@ -4550,12 +4529,12 @@ async fn a_start_gives_stored_services_ip_addresses() {
             "spec": {"clusterIP": ip, "clusterIPs": [ip], "ipFamilies": ["IPv4"],
                 "ipFamilyPolicy": "SingleStack", "type": "ClusterIP",
                 "ports": [{"port": 80, "protocol": "TCP", "targetPort": 80}]}});
-        etcdctl_put(
+        common::etcd::etcdctl_put(
             &format!("{prefix}/services/default/{name}"),
             &service.to_string(),
         )
         .await;
-        etcdctl_put(
+        common::etcd::etcdctl_put(
             &format!("{prefix}/ranges/serviceips/{ip}"),
             &format!("default/{name}"),
         )

@@ -461,6 +461,62 @@ async fn concurrent_creates_on_two_servers_never_pass_a_count() {
     two.shutdown().await;
 }
 
+/// Goal: a create builds on the usage its quota states, as kube's admission builds on
+/// `status.used` (so its cost does not grow with the objects a namespace holds), and a write
+/// that gives usage back counts the namespace again, as kube's replenishment recalculates the
+/// quota. An object written into etcd behind the server's back is not in the stated usage
+/// until such a count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creates_build_on_the_stated_usage_and_releases_count_again() {
+    let prefix = common::etcd::fresh_prefix();
+    let server = server_with(common::etcd::shared_args(&prefix)).await;
+    let addr = server.addr;
+    namespace_with_quota(addr, json!({"count/configmaps": "10"})).await;
+    let cms = format!("{NS}/configmaps");
+    let count = |used: Value| -> u64 {
+        used["count/configmaps"]
+            .as_str()
+            .and_then(|n| n.parse().ok())
+            .expect("a stated count")
+    };
+    let stated = count(used(addr).await);
+    let (status, body) = send_json(addr, "POST", &cms, &configmap("mine")).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(count(used(addr).await), stated + 1);
+    // Behind the server's back: the cache sees it, the quota's usage does not.
+    let (_, list) = get_json(addr, &cms).await;
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut watch = common::WatchReader::open(
+        addr,
+        &format!("{cms}?watch=true&resourceVersion={rv}"),
+        None,
+    )
+    .await;
+    let outside =
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"outside","namespace":"qa"}}"#;
+    common::etcd::etcdctl_put(&format!("{prefix}/configmaps/qa/outside"), outside).await;
+    let event = watch.next().await.expect("an event");
+    assert_eq!(event["object"]["metadata"]["name"], "outside", "{event}");
+    // A create adds its charge to what the quota states.
+    let (status, body) = send_json(addr, "POST", &cms, &configmap("second")).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(count(used(addr).await), stated + 2);
+    // A delete counts again: the object written outside is in the usage from now on.
+    let (status, body) = request(addr, "DELETE", &format!("{cms}/second"), "", "").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(count(used(addr).await), stated + 2);
+    let (_, list) = get_json(addr, &cms).await;
+    assert_eq!(
+        list["items"].as_array().map(Vec::len),
+        Some(usize::try_from(stated).unwrap() + 2),
+        "{list}"
+    );
+    server.shutdown().await;
+}
+
 /// Goal: an object that goes when its last finalizer is removed (after a DELETE, or a
 /// foreground or orphan deletion carried out by the garbage collector) lowers the usage as a
 /// plain DELETE does, so its place is free again.

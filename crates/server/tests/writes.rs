@@ -1260,8 +1260,13 @@ async fn patch_bodies_that_do_not_decode_are_refused_as_kube_decodes_them() {
     let merge_patch = "application/merge-patch+json";
     let numeric_op = r#"[{"op": 5, "path": "/data/a", "value": "2"}]"#;
     for query in ["", "?fieldValidation=Warn", "?fieldValidation=Strict"] {
-        let (status, refused) =
-            patch(addr, &format!("{CMS}/undecoded{query}"), json_patch, numeric_op).await;
+        let (status, refused) = patch(
+            addr,
+            &format!("{CMS}/undecoded{query}"),
+            json_patch,
+            numeric_op,
+        )
+        .await;
         assert_eq!(status, 400, "{query}: {refused}");
         assert_eq!(
             refused["message"],
@@ -1276,8 +1281,13 @@ async fn patch_bodies_that_do_not_decode_are_refused_as_kube_decodes_them() {
             "error decoding patch: json: cannot unmarshal array into Go value of type map[string]interface {}",
             "{query}"
         );
-        let (status, missing) =
-            patch(addr, &format!("{CMS}/absent{query}"), json_patch, numeric_op).await;
+        let (status, missing) = patch(
+            addr,
+            &format!("{CMS}/absent{query}"),
+            json_patch,
+            numeric_op,
+        )
+        .await;
         assert_eq!(status, 404, "{query}: {missing}");
     }
     // Without the strict decode, json-patch v4 reads the operation's kind as `unknown`.
@@ -1290,8 +1300,7 @@ async fn patch_bodies_that_do_not_decode_are_refused_as_kube_decodes_them() {
     .await;
     assert_eq!(status, 422, "{refused}");
     assert_eq!(
-        refused["details"]["causes"][0]["message"],
-        "Unexpected kind: unknown",
+        refused["details"]["causes"][0]["message"], "Unexpected kind: unknown",
         "{refused}"
     );
     let (status, refused) = patch(

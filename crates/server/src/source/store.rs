@@ -2640,8 +2640,9 @@ impl Writer<'_> {
     /// The ResourceQuotas of `namespace` that charge objects of `resource`
     /// ([`resource_quota`]), for a write that turns `old` into `new` (a create has no `old`,
     /// a delete no `new`): for each, the compare of its revision and the put of its new
-    /// `status.used` — the namespace's usage, taken from the caches once proven fresh, with
-    /// what the write adds and takes away. None (and no store read) when no quota in the cache
+    /// `status.used` — the usage the quota states plus what the write adds, or, for a write
+    /// that takes usage away, the namespace's usage taken from the caches once proven fresh,
+    /// with what the write adds and takes away. None (and no store read) when no quota in the cache
     /// limits the resource there, or the write changes nothing a quota limits.
     ///
     /// # Errors
@@ -2760,40 +2761,76 @@ impl Writer<'_> {
         }
         self.consistent(resource).await?;
         let found = applicable(&quotas.cache().latest());
+        // What a quota says its namespace uses, when it names every name it limits: a write
+        // that only adds builds on it, as kube's admission does (`status.used` plus the
+        // write's charge), so a create costs the same however many objects the namespace
+        // holds. Every charged write keeps `status.used` in its own transaction, and the
+        // transaction compares the quota's revision, so two writes that read the same usage
+        // cannot both commit. A write that gives usage back counts again instead (as kube's
+        // replenishment recalculates a quota when an object it charges goes), which also
+        // corrects what time changed (a pod past its grace period no longer charged).
+        let stated = |body: &Value, limits: &[(String, Quantity)]| {
+            let used = resource_quota::quantities(body.pointer("/status/used"));
+            limits
+                .iter()
+                .map(|(limited, _)| Some((limited.clone(), *used.get(limited)?)))
+                .collect::<Option<BTreeMap<String, Quantity>>>()
+        };
+        let counts_again = found.iter().any(|quota| {
+            let body = quota.body();
+            let taken = delta(body).1;
+            !taken.is_empty()
+                || stated(body, &resource_quota::limits(body, group, plural)).is_none()
+        });
         // What the namespace uses now (`old` included, `new` not yet), from the counted
         // resource's cache at least as new as the quotas read: every charged write also
         // writes its quotas, so a quota unchanged from the revision read here (the
         // transaction's compare) means nothing it counts changed after it. A count from a
         // cache behind the quota's revision could miss a write the quota already holds (two
         // servers, each cache dispatched on its own).
-        let seen = found
-            .iter()
-            .map(|quota| quota.resource_version())
-            .max()
-            .unwrap_or_default();
-        self.fresh.wait(resource.cache(), seen).await?;
-        let snapshot = resource.cache().latest();
+        let snapshot = if counts_again {
+            let seen = found
+                .iter()
+                .map(|quota| quota.resource_version())
+                .max()
+                .unwrap_or_default();
+            self.fresh.wait(resource.cache(), seen).await?;
+            Some(resource.cache().latest())
+        } else {
+            None
+        };
         let mut claims = Vec::new();
         for quota in found {
             let body = quota.body();
             let limits = resource_quota::limits(body, group, plural);
             let (added, taken) = delta(body);
-            let mut used: BTreeMap<String, Quantity> = limits
-                .iter()
-                .map(|(limited, _)| (limited.clone(), Quantity::zero()))
-                .collect();
-            for counted in snapshot
-                .range(Some(&prefix), None)
-                .take_while(|o| o.key().starts_with(&prefix))
-                .filter(|o| resource_quota::selects(body, group, plural, o.body()))
-            {
-                let charged = resource_quota::charges(group, plural, counted.body(), now);
-                for (limited, total) in &mut used {
-                    if let Some(charge) = charged.get(limited) {
-                        *total = total.plus(*charge);
+            let used = match stated(body, &limits).filter(|_| taken.is_empty()) {
+                Some(used) => used,
+                None => {
+                    let Some(snapshot) = &snapshot else {
+                        return Err(ApiError::internal(
+                            "a resource quota that needs counting was not counted",
+                        ));
+                    };
+                    let mut used: BTreeMap<String, Quantity> = limits
+                        .iter()
+                        .map(|(limited, _)| (limited.clone(), Quantity::zero()))
+                        .collect();
+                    for counted in snapshot
+                        .range(Some(&prefix), None)
+                        .take_while(|o| o.key().starts_with(&prefix))
+                        .filter(|o| resource_quota::selects(body, group, plural, o.body()))
+                    {
+                        let charged = resource_quota::charges(group, plural, counted.body(), now);
+                        for (limited, total) in &mut used {
+                            if let Some(charge) = charged.get(limited) {
+                                *total = total.plus(*charge);
+                            }
+                        }
                     }
+                    used
                 }
-            }
+            };
             if let Some(message) = resource_quota::exceeded(quota.name(), &limits, &used, &added) {
                 return Err(ApiError::forbidden(&resource.def, name, message));
             }

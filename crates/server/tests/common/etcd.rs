@@ -29,6 +29,21 @@ pub fn fresh_prefix() -> String {
     format!("/t{nanos:x}{:x}/registry", std::process::id())
 }
 
+/// `etcdctl put key value` against the test etcd (a write that bypasses the server).
+pub async fn etcdctl_put(key: &str, value: &str) {
+    let output = tokio::process::Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .args(["--endpoints", &shared_endpoint(), "put", key, value])
+        .output()
+        .await
+        .expect("etcdctl runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
 /// An instance's arguments over the shared etcd under `prefix` (instances given the same
 /// prefix are siblings over one registry).
 pub fn shared_args(prefix: &str) -> ServeArgs {
