@@ -24,9 +24,11 @@
 //!   two fields a structural schema may constrain) and is never required.
 //! - **Composition**: `allOf`, `anyOf`, `oneOf`, `not`, with go-openapi's messages (`"spec.x"
 //!   must validate at least one schema (anyOf)` under the field `<nil>`, as kube reports
-//!   them). Where none of `anyOf`'s or `oneOf`'s branches holds, the causes of the branch with
-//!   the fewest failures are added (go-openapi picks the branch with the most successful
-//!   checks; the two agree for branches of one check each, the usual case).
+//!   them). Where none of `anyOf`'s or `oneOf`'s branches holds, the causes of the branch
+//!   go-openapi keeps are added: the one with the highest `MatchCount` (the first of equals),
+//!   which counts the validators that applied, so the branch that went deepest (Gateway
+//!   API's `spec.addresses[0]` with an IP address branch whose `value` is not an IPv4 one
+//!   reports `must be of type ipv4`, not the other branch's `must not validate the schema`).
 //! - **`enum`**: numbers compared by value (`1` equals `1.0`, as Go's `float64` enum values).
 //!
 //! **Ratcheting** (`CRDValidationRatcheting`, on by default since Kubernetes 1.30): on an update
@@ -600,14 +602,26 @@ fn composition(
             })
             .unwrap_or_default()
     };
-    let fewest = |results: Vec<Vec<Cause>>| results.into_iter().min_by_key(Vec::len);
+    // go-openapi keeps the failures of the branch with the highest match count, the first of
+    // equals (`result.MatchCount > bestFailures.MatchCount`).
+    let best = |key: &str, results: Vec<Vec<Cause>>| {
+        let subs = schema.get(key).and_then(Value::as_array);
+        let mut best: Option<(u64, Vec<Cause>)> = None;
+        for (index, found) in results.into_iter().enumerate() {
+            let count = subs.map_or(0, |subs| match_count(&subs[index], value));
+            if best.as_ref().is_none_or(|(most, _)| count > *most) {
+                best = Some((count, found));
+            }
+        }
+        best.map(|(_, found)| found)
+    };
     let any = branches("anyOf");
     if !any.is_empty() && !any.iter().any(Vec::is_empty) {
         causes.push(composite(format!(
             "{} must validate at least one schema (anyOf)",
             go_quote(path)
         )));
-        causes.extend(fewest(any).unwrap_or_default());
+        causes.extend(best("anyOf", any).unwrap_or_default());
     }
     let one = branches("oneOf");
     if !one.is_empty() {
@@ -623,7 +637,7 @@ fn composition(
                 go_quote(path)
             )));
             if valid == 0 {
-                causes.extend(fewest(one).unwrap_or_default());
+                causes.extend(best("oneOf", one).unwrap_or_default());
             }
         }
     }
@@ -652,6 +666,102 @@ fn composition(
             )));
         }
     }
+}
+
+/// go-openapi's `MatchCount` of `value` against `schema`: one for each validator of each
+/// schema that applies to the value (kube-openapi's `SchemaValidator.Validate`: the type,
+/// schema-props, string, format, number, slice, common and object validators, plus the
+/// schema's own), and what the type, number, slice, props and object validators count inside
+/// (a type that fits, the items' and properties' schemas, the branch of `anyOf` and `oneOf`
+/// that holds or is kept, every `allOf` branch). Where no branch of `anyOf` or `oneOf` holds,
+/// go-openapi reports the failures of the branch with the highest count: the one that went
+/// deepest, not the one with the fewest failures.
+fn match_count(schema: &Value, value: &Value) -> u64 {
+    let Value::Object(schema) = schema else {
+        return 0;
+    };
+    let typed = schema
+        .get("type")
+        .and_then(Value::as_str)
+        .is_some_and(|t| !t.is_empty());
+    let type_fits = || {
+        let Some(expected) = schema.get("type").and_then(Value::as_str) else {
+            return true;
+        };
+        let actual = openapi_type(value);
+        expected.is_empty()
+            || expected == actual
+            || (expected == "number" && actual == "integer")
+            || (expected == "integer"
+                && matches!(value, Value::Number(n) if n.as_f64().is_some_and(|f| f.fract() == 0.0)))
+    };
+    if value.is_null() {
+        // Only the type and common validators, uncounted: the type validator's own one.
+        return u64::from(!typed || flag(schema, "nullable"));
+    }
+    let holds = |sub: &Value| {
+        let mut found = Vec::new();
+        node(sub, value, None, "", &mut found);
+        found.is_empty()
+    };
+    let branches = |key: &str| schema.get(key).and_then(Value::as_array).map(Vec::as_slice);
+    let mut props = 1;
+    if let Some(any) = branches("anyOf").filter(|b| !b.is_empty()) {
+        props += match any.iter().find(|sub| holds(sub)) {
+            Some(first) => match_count(first, value),
+            None => any.iter().map(|sub| match_count(sub, value)).max().unwrap_or(0),
+        };
+    }
+    if let Some(one) = branches("oneOf").filter(|b| !b.is_empty()) {
+        let valid: Vec<&Value> = one.iter().filter(|sub| holds(sub)).collect();
+        props += match valid.as_slice() {
+            [only] => match_count(only, value),
+            [] => one.iter().map(|sub| match_count(sub, value)).max().unwrap_or(0),
+            _ => 0,
+        };
+    }
+    if let Some(all) = branches("allOf") {
+        props += all.iter().map(|sub| match_count(sub, value)).sum::<u64>();
+    }
+    let mut total = 1 + props + 1; // the schema-props validator, the common validator
+    if typed || schema.contains_key("format") {
+        total += 1 + u64::from(type_fits());
+    }
+    match value {
+        Value::String(text) => {
+            total += 1;
+            let format = schema.get("format").and_then(Value::as_str).unwrap_or("");
+            if crate::strfmt::check(format, text).is_some() {
+                total += 1;
+            }
+        }
+        Value::Number(_) => total += 2,
+        Value::Array(items) => {
+            let inside = schema
+                .get("items")
+                .map_or(0, |sub| items.iter().map(|item| match_count(sub, item)).sum());
+            total += 2 + inside;
+        }
+        Value::Object(fields) => {
+            let properties = schema.get("properties").and_then(Value::as_object);
+            let additional = schema.get("additionalProperties").filter(|v| v.is_object());
+            let bounded = |key: &str, fails: &dyn Fn(i64) -> bool| {
+                count_bound(schema, key).is_some_and(|bound| fails(bound))
+            };
+            let len = i64::try_from(fields.len()).unwrap_or(i64::MAX);
+            total += 1;
+            if !bounded("minProperties", &|min| len < min) && !bounded("maxProperties", &|max| len > max) {
+                for (key, field) in fields {
+                    match properties.and_then(|p| p.get(key)).or(additional) {
+                        Some(sub) => total += match_count(sub, field),
+                        None => {}
+                    }
+                }
+            }
+        }
+        Value::Bool(_) | Value::Null => {}
+    }
+    total + 1
 }
 
 /// The `x-kubernetes-list-type` invariants (`listtype.ValidateListSetsAndMaps`), through

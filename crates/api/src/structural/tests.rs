@@ -354,6 +354,46 @@ fn any_one_all_of_and_not() {
     );
 }
 
+/// Where no `oneOf` branch holds, the failures reported are those of the branch go-openapi's
+/// `MatchCount` keeps: the one whose checks went deepest (here the IP address branch, whose
+/// `value` has an `anyOf` of formats), not the one with the fewest failures (the `not`
+/// branch). Gateway API's own CEL test expects `must be of type ipv4` for this address.
+#[test]
+fn one_of_reports_the_branch_go_openapi_keeps() {
+    let schema = with_spec(json!({"type": "object", "properties": {"address": {
+        "type": "object",
+        "oneOf": [
+            {"properties": {"type": {"enum": ["IPAddress"]},
+                "value": {"anyOf": [{"format": "ipv4"}, {"format": "ipv6"}]}}},
+            {"properties": {"type": {"not": {"enum": ["IPAddress"]}}}}
+        ],
+        "properties": {"type": {"type": "string"}, "value": {"type": "string"}}
+    }}}));
+    assert_eq!(
+        failures(
+            &schema,
+            json!({"address": {"type": "IPAddress", "value": "1.2.3.4:8080"}}),
+            None
+        ),
+        [
+            "<nil>: Invalid value: \"\": \"spec.address\" must validate one and only one schema (oneOf). Found none valid",
+            "<nil>: Invalid value: \"\": \"spec.address.value\" must validate at least one schema (anyOf)",
+            "spec.address.value: Invalid value: \"1.2.3.4:8080\": spec.address.value in body must be of type ipv4: \"1.2.3.4:8080\"",
+        ]
+    );
+    // Branches of equal count: the first one's failures.
+    let schema = with_spec(json!({"type": "object", "properties": {"n": {
+        "type": "integer", "anyOf": [{"minimum": 10}, {"maximum": 0}]
+    }}}));
+    assert_eq!(
+        failures(&schema, json!({"n": 5}), None),
+        [
+            "<nil>: Invalid value: \"\": \"spec.n\" must validate at least one schema (anyOf)",
+            "spec.n: Invalid value: 5: spec.n in body should be greater than or equal to 10",
+        ]
+    );
+}
+
 #[test]
 fn metadata_name_is_checked_and_never_required() {
     let schema = json!({"type": "object", "required": ["metadata", "spec"], "properties": {
