@@ -38,6 +38,10 @@
 //! `x-kubernetes-list-type: map` lists, and not at all in `set` and `atomic` lists. List-type
 //! duplicates are reported on an update only when the old object had none, as kube does.
 //!
+//! **Status writes** ([`check_custom_status`]): a write of the status subresource has its
+//! `status` checked against the status schema as a root of its own, as kube's status strategy
+//! does: messages name places relative to `status`, fields are under it.
+//!
 //! [`prune_and_default`] is the pruning and defaulting kube applies to a custom resource it
 //! decodes, before these checks.
 //!
@@ -83,6 +87,53 @@ pub fn check_custom(
     if let Value::Object(fields) = object {
         root(schema, fields, old, &mut causes);
     }
+    check_rest(def, schema, rules, object, old, causes)
+}
+
+/// [`check_custom`] for a write of the status subresource, as kube's status strategy checks
+/// it (`ValidateStatusUpdate`): the schema checks cover `status` alone, against the status
+/// schema as a root of its own (`NewSchemaValidator(&statusSchema)`), so each message names
+/// the place relative to `status` (`addresses[0].value in body must be of type ipv4`) while
+/// the cause's field is under `status` (`status.addresses[0].value`; a composite failure's
+/// field is `status` itself); the embedded resources, list types and CEL rules are checked
+/// over the whole object as on any write. An object without `status` has no schema check.
+///
+/// # Errors
+/// 422 Invalid as kube-apiserver answers, as [`check_custom`].
+pub fn check_custom_status(
+    def: &ResourceDef,
+    schema: &Value,
+    rules: Option<&RuleTree>,
+    object: &Value,
+    old: Option<&Value>,
+) -> Result<(), ApiError> {
+    let mut causes = Vec::new();
+    if let (Some(status_schema), Some(status)) =
+        (schema.pointer("/properties/status"), object.get("status"))
+    {
+        let old_status = old.and_then(|old| old.get("status"));
+        node(status_schema, status, old_status, "", &mut causes);
+        for (field, _, _) in &mut causes {
+            *field = match field.as_str() {
+                "" | "<nil>" => "status".to_owned(),
+                relative if relative.starts_with('[') => format!("status{relative}"),
+                relative => format!("status.{relative}"),
+            };
+        }
+    }
+    check_rest(def, schema, rules, object, old, causes)
+}
+
+/// What [`check_custom`] and [`check_custom_status`] check after the schema: embedded
+/// resources, list types and the CEL rules (unless the failures so far block them).
+fn check_rest(
+    def: &ResourceDef,
+    schema: &Value,
+    rules: Option<&RuleTree>,
+    object: &Value,
+    old: Option<&Value>,
+    mut causes: Vec<Cause>,
+) -> Result<(), ApiError> {
     causes.extend(crate::embedded::check(schema, object));
     let mut lists = Vec::new();
     list_types(schema, object, "", &mut lists);
@@ -709,14 +760,22 @@ fn match_count(schema: &Value, value: &Value) -> u64 {
     if let Some(any) = branches("anyOf").filter(|b| !b.is_empty()) {
         props += match any.iter().find(|sub| holds(sub)) {
             Some(first) => match_count(first, value),
-            None => any.iter().map(|sub| match_count(sub, value)).max().unwrap_or(0),
+            None => any
+                .iter()
+                .map(|sub| match_count(sub, value))
+                .max()
+                .unwrap_or(0),
         };
     }
     if let Some(one) = branches("oneOf").filter(|b| !b.is_empty()) {
         let valid: Vec<&Value> = one.iter().filter(|sub| holds(sub)).collect();
         props += match valid.as_slice() {
             [only] => match_count(only, value),
-            [] => one.iter().map(|sub| match_count(sub, value)).max().unwrap_or(0),
+            [] => one
+                .iter()
+                .map(|sub| match_count(sub, value))
+                .max()
+                .unwrap_or(0),
             _ => 0,
         };
     }
@@ -737,9 +796,9 @@ fn match_count(schema: &Value, value: &Value) -> u64 {
         }
         Value::Number(_) => total += 2,
         Value::Array(items) => {
-            let inside = schema
-                .get("items")
-                .map_or(0, |sub| items.iter().map(|item| match_count(sub, item)).sum());
+            let inside = schema.get("items").map_or(0, |sub| {
+                items.iter().map(|item| match_count(sub, item)).sum()
+            });
             total += 2 + inside;
         }
         Value::Object(fields) => {
@@ -750,7 +809,9 @@ fn match_count(schema: &Value, value: &Value) -> u64 {
             };
             let len = i64::try_from(fields.len()).unwrap_or(i64::MAX);
             total += 1;
-            if !bounded("minProperties", &|min| len < min) && !bounded("maxProperties", &|max| len > max) {
+            if !bounded("minProperties", &|min| len < min)
+                && !bounded("maxProperties", &|max| len > max)
+            {
                 for (key, field) in fields {
                     match properties.and_then(|p| p.get(key)).or(additional) {
                         Some(sub) => total += match_count(sub, field),
