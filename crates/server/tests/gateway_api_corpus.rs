@@ -16,6 +16,10 @@
 //!   `expectedValidationError` looks for (`is invalid`, `missing required field`,
 //!   `denied request` or `Invalid value`), and each of its objects, created over HTTP, is
 //!   refused with a Kubernetes `Status` (422 `Invalid`) whose message kubectl printed;
+//! - on the standard channel, the safe-upgrades policy then refuses the experimental channel's
+//!   CRDs of `gateway.networking.k8s.io` over the standard ones (kube's
+//!   `ValidatingAdmissionPolicy ... denied request` with the policy's message), while those
+//!   of `gateway.networking.x-k8s.io` install;
 //! - every ported CEL case is accepted, or refused with a 422 `Status` whose message contains
 //!   each of the case's expected substrings (upstream's `celErrorStringMatches`: `more` may
 //!   read `longer`); a case may create, then update the object or its status, and the
@@ -320,6 +324,9 @@ async fn channel(channel: &str) {
     }
 
     cel_cases(addr, channel, &resources, &mut counts, &mut failures).await;
+    if channel == "standard" {
+        safe_upgrades(addr, &k, &files, &root, &mut failures).await;
+    }
 
     eprintln!(
         "gateway-api {channel}: {} CRDs; {} valid example files ({} objects) applied; {} invalid \
@@ -337,6 +344,69 @@ async fn channel(channel: &str) {
         failures.len(),
         failures.join("\n")
     );
+}
+
+/// Gateway API's safe-upgrades ValidatingAdmissionPolicy (installed with the standard
+/// channel): the experimental channel's CRDs of `gateway.networking.k8s.io` may not replace
+/// the standard ones (each refused with the policy's message, the stored CRD still of the
+/// standard channel); those of other groups (`gateway.networking.x-k8s.io`) install.
+async fn safe_upgrades(
+    addr: SocketAddr,
+    k: &Kubectl,
+    files: &BTreeMap<String, String>,
+    root: &Path,
+    failures: &mut Vec<String>,
+) {
+    let dir = "config/crd/experimental/";
+    let paths = write_tree(files, dir, root);
+    let out = k
+        .run(&[
+            "apply",
+            "--server-side",
+            "-f",
+            &root.join(dir).to_string_lossy(),
+        ])
+        .await;
+    let printed = format!("{}{}", out.stdout, out.stderr);
+    if out.success() {
+        failures.push(format!(
+            "experimental CRDs over standard ones were not refused: {printed}"
+        ));
+    }
+    let policy = "safe-upgrades.gateway.networking.k8s.io";
+    for path in &paths {
+        for crd in documents(&std::fs::read_to_string(path).unwrap()) {
+            if crd["kind"] != "CustomResourceDefinition" {
+                continue;
+            }
+            let name = crd["metadata"]["name"].as_str().unwrap();
+            if crd["spec"]["group"] != "gateway.networking.k8s.io" {
+                if !printed.contains(&format!("{name} serverside-applied")) {
+                    failures.push(format!(
+                        "{name}: not installed beside the standard channel: {printed}"
+                    ));
+                }
+                continue;
+            }
+            let refusal = format!(
+                "customresourcedefinitions.apiextensions.k8s.io \"{name}\" is forbidden: \
+                 ValidatingAdmissionPolicy '{policy}' with binding '{policy}' denied request: \
+                 Installing experimental CRDs on top of standard channel CRDs is prohibited by default."
+            );
+            if !printed.contains(&refusal) {
+                failures.push(format!(
+                    "{name}: the experimental CRD was not refused as kube refuses it: {printed}"
+                ));
+            }
+            let crd_path =
+                format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}");
+            let (_, stored) = get_json(addr, &crd_path).await;
+            let channel = &stored["metadata"]["annotations"]["gateway.networking.k8s.io/channel"];
+            if channel != "standard" {
+                failures.push(format!("{name}: the stored CRD's channel is {channel}"));
+            }
+        }
+    }
 }
 
 /// `message` contains `want` as upstream's `celErrorStringMatches` has it (since kube 1.32
