@@ -25,6 +25,10 @@
 //!   read `longer`); a case may create, then update the object or its status, and the
 //!   expectation is of its last write.
 //!
+//! A third test applies one more project's corpus the same way: Envoy Gateway's CRDs (beside
+//! Gateway API's experimental channel) and its Kubernetes examples (`fixtures/envoy-gateway/`),
+//! each example object accepted and stored.
+//!
 //! Failures are collected and reported together, each naming its file or case.
 
 mod common;
@@ -40,11 +44,12 @@ use serde_json::Value;
 use common::{get_json, send_json};
 use kubectl_support::Kubectl;
 
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/gateway-api");
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
 
-/// The vendored files: path in Gateway API's repository → text.
-fn corpus() -> BTreeMap<String, String> {
-    let gz = std::fs::read(format!("{FIXTURES}/corpus.json.gz")).unwrap();
+/// A project's vendored files (`fixtures/<project>/corpus.json.gz`): path in its repository →
+/// text.
+fn corpus(project: &str) -> BTreeMap<String, String> {
+    let gz = std::fs::read(format!("{FIXTURES}/{project}/corpus.json.gz")).unwrap();
     let mut text = String::new();
     flate2::read::GzDecoder::new(&gz[..])
         .read_to_string(&mut text)
@@ -107,14 +112,16 @@ fn resources(crds: &[Value]) -> BTreeMap<String, Resource> {
             },
         );
     }
-    for (kind, plural, namespaced) in [
-        ("Namespace", "namespaces", false),
-        ("Service", "services", true),
-        ("Secret", "secrets", true),
-        ("ConfigMap", "configmaps", true),
+    for (group, kind, plural, namespaced) in [
+        ("", "Namespace", "namespaces", false),
+        ("", "Service", "services", true),
+        ("", "Secret", "secrets", true),
+        ("", "ConfigMap", "configmaps", true),
+        ("", "ServiceAccount", "serviceaccounts", true),
+        ("apps", "Deployment", "deployments", true),
     ] {
         map.insert(
-            format!("/{kind}"),
+            format!("{group}/{kind}"),
             Resource {
                 plural: plural.to_owned(),
                 namespaced,
@@ -185,7 +192,7 @@ async fn channel(channel: &str) {
     let server = common::server().await;
     let addr = server.addr;
     let k = Kubectl::new(addr);
-    let files = corpus();
+    let files = corpus("gateway-api");
     let root = k.dir().join("gateway-api");
     let mut failures = Vec::new();
     let mut counts = Counts::default();
@@ -409,6 +416,108 @@ async fn safe_upgrades(
     }
 }
 
+/// Envoy Gateway's CRDs (vendored from envoyproxy/gateway, `fixtures/envoy-gateway/`) beside
+/// Gateway API's experimental channel, and its Kubernetes examples (`examples/kubernetes`):
+/// the CRDs install with `kubectl apply --server-side`, `kubectl apply --recursive` accepts
+/// every example object (in the namespaces its install and guides create first), and each is
+/// then stored; the one kind of another project (Prometheus' `PodMonitor`) is what kubectl
+/// reports as not found, and nothing else fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn envoy_gateway_examples() {
+    let server = common::server().await;
+    let addr = server.addr;
+    let k = Kubectl::new(addr);
+    let gateway_api = corpus("gateway-api");
+    let envoy = corpus("envoy-gateway");
+    let root = k.dir().join("envoy-gateway");
+    let mut crds = Vec::new();
+    for (files, dir) in [
+        (&gateway_api, "config/crd/experimental/"),
+        (&envoy, "charts/gateway-helm/charts/crds/crds/generated/"),
+    ] {
+        for path in write_tree(files, dir, &root) {
+            crds.extend(documents(&std::fs::read_to_string(path).unwrap()));
+        }
+        k.ok(&[
+            "apply",
+            "--server-side",
+            "-f",
+            &root.join(dir).to_string_lossy(),
+        ])
+        .await;
+    }
+    let resources = resources(&crds);
+    for namespace in [
+        "envoy-gateway-system",
+        "team-a",
+        "team-b",
+        "submariner-operator",
+    ] {
+        k.ok(&["create", "namespace", namespace]).await;
+    }
+    let dir = "examples/kubernetes/";
+    let paths = write_tree(&envoy, dir, &root);
+    let out = k
+        .run(&[
+            "apply",
+            "--recursive",
+            "-f",
+            &root.join(dir).to_string_lossy(),
+        ])
+        .await;
+    let mut failures = Vec::new();
+    let mut unserved = Vec::new();
+    let mut objects = 0;
+    for path in &paths {
+        let file = path.strip_prefix(&root).unwrap().display().to_string();
+        for object in documents(&std::fs::read_to_string(path).unwrap()) {
+            let api_version = object["apiVersion"].as_str().unwrap_or_default();
+            let kind = object["kind"].as_str().unwrap_or_default();
+            let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
+            if !resources.contains_key(&format!("{group}/{kind}")) {
+                unserved.push(format!(
+                    "no matches for kind \"{kind}\" in version \"{api_version}\""
+                ));
+                continue;
+            }
+            objects += 1;
+            let name = object["metadata"]["name"].as_str().unwrap();
+            let path = format!("{}/{name}", collection(&resources, &object));
+            let (status, body) = get_json(addr, &path).await;
+            if status != 200 {
+                failures.push(format!(
+                    "{file}: {path} not stored after apply: {status} {body}"
+                ));
+            }
+        }
+    }
+    assert_eq!(unserved.len(), 1, "{unserved:?}");
+    for line in out.stderr.lines() {
+        let expected = line.starts_with("Warning: ")
+            || line == "ensure CRDs are installed first"
+            || (line
+                .trim_start_matches("error: ")
+                .starts_with("resource mapping not found")
+                && unserved.iter().any(|u| line.ends_with(u.as_str())));
+        if !expected {
+            failures.push(format!("kubectl apply: {line}"));
+        }
+    }
+    eprintln!(
+        "envoy-gateway: {} CRDs; {} example files, {objects} objects applied",
+        crds.iter()
+            .filter(|d| d["kind"] == "CustomResourceDefinition")
+            .count(),
+        paths.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} divergences on Envoy Gateway's examples:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
 /// `message` contains `want` as upstream's `celErrorStringMatches` has it (since kube 1.32
 /// some CEL messages say `longer` where the test data says `more`).
 fn matches(message: &str, want: &str) -> bool {
@@ -423,7 +532,7 @@ async fn cel_cases(
     counts: &mut Counts,
     failures: &mut Vec<String>,
 ) {
-    let text = std::fs::read_to_string(format!("{FIXTURES}/cel-cases.yaml")).unwrap();
+    let text = std::fs::read_to_string(format!("{FIXTURES}/gateway-api/cel-cases.yaml")).unwrap();
     let cases = documents(&text);
     assert!(!cases.is_empty(), "no CEL cases");
     for (index, case) in cases.iter().enumerate() {
