@@ -27,7 +27,9 @@
 //!
 //! A third test applies one more project's corpus the same way: Envoy Gateway's CRDs (beside
 //! Gateway API's experimental channel) and its Kubernetes examples (`fixtures/envoy-gateway/`),
-//! each example object accepted and stored.
+//! each example object accepted and stored, and a selection of its CEL validation tests
+//! (`test/cel-validation/*_test.go`, 168 cases ported to `fixtures/envoy-gateway/cel-cases.yaml`,
+//! compared without regard to case as upstream compares them).
 //!
 //! Failures are collected and reported together, each naming its file or case.
 
@@ -330,7 +332,16 @@ async fn channel(channel: &str) {
         }
     }
 
-    cel_cases(addr, channel, &resources, &mut counts, &mut failures).await;
+    let fixture = ("gateway-api/cel-cases.yaml", Matching::GatewayApi);
+    cel_cases(
+        addr,
+        fixture,
+        channel,
+        &resources,
+        &mut counts,
+        &mut failures,
+    )
+    .await;
     if channel == "standard" {
         safe_upgrades(addr, &k, &files, &root, &mut failures).await;
     }
@@ -421,7 +432,7 @@ async fn safe_upgrades(
 /// the CRDs install with `kubectl apply --server-side`, `kubectl apply --recursive` accepts
 /// every example object (in the namespaces its install and guides create first), and each is
 /// then stored; the one kind of another project (Prometheus' `PodMonitor`) is what kubectl
-/// reports as not found, and nothing else fails.
+/// reports as not found, and nothing else fails; then the ported cases of its CEL tests.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn envoy_gateway_examples() {
     let server = common::server().await;
@@ -492,6 +503,9 @@ async fn envoy_gateway_examples() {
         }
     }
     assert_eq!(unserved.len(), 1, "{unserved:?}");
+    let mut counts = Counts::default();
+    let fixture = ("envoy-gateway/cel-cases.yaml", Matching::FoldCase);
+    cel_cases(addr, fixture, "", &resources, &mut counts, &mut failures).await;
     for line in out.stderr.lines() {
         let expected = line.starts_with("Warning: ")
             || line == "ensure CRDs are installed first"
@@ -504,11 +518,14 @@ async fn envoy_gateway_examples() {
         }
     }
     eprintln!(
-        "envoy-gateway: {} CRDs; {} example files, {objects} objects applied",
+        "envoy-gateway: {} CRDs; {} example files, {objects} objects applied; {} CEL cases ({} \
+         refused as expected)",
         crds.iter()
             .filter(|d| d["kind"] == "CustomResourceDefinition")
             .count(),
-        paths.len()
+        paths.len(),
+        counts.cel_cases,
+        counts.cel_refused
     );
     assert!(
         failures.is_empty(),
@@ -518,21 +535,36 @@ async fn envoy_gateway_examples() {
     );
 }
 
-/// `message` contains `want` as upstream's `celErrorStringMatches` has it (since kube 1.32
-/// some CEL messages say `longer` where the test data says `more`).
-fn matches(message: &str, want: &str) -> bool {
-    message.contains(want) || message.contains(&want.replace("more", "longer"))
+/// How a project's CEL tests compare a refusal's message with what they expect.
+#[derive(Clone, Copy)]
+enum Matching {
+    /// Gateway API's `celErrorStringMatches`: `message` contains `want`, or `want` with
+    /// `more` read as `longer` (some CEL messages changed so in kube 1.32).
+    GatewayApi,
+    /// Envoy Gateway's: `message` contains `want`, both lowercased.
+    FoldCase,
 }
 
-/// The ported CEL cases of `channel` (see the module docs).
+fn matches(matching: Matching, message: &str, want: &str) -> bool {
+    match matching {
+        Matching::GatewayApi => {
+            message.contains(want) || message.contains(&want.replace("more", "longer"))
+        }
+        Matching::FoldCase => message.to_lowercase().contains(&want.to_lowercase()),
+    }
+}
+
+/// The ported CEL cases of `fixture` (`fixtures/<project>/cel-cases.yaml`) for `channel`
+/// (see the module docs).
 async fn cel_cases(
     addr: SocketAddr,
+    (fixture, matching): (&str, Matching),
     channel: &str,
     resources: &BTreeMap<String, Resource>,
     counts: &mut Counts,
     failures: &mut Vec<String>,
 ) {
-    let text = std::fs::read_to_string(format!("{FIXTURES}/gateway-api/cel-cases.yaml")).unwrap();
+    let text = std::fs::read_to_string(format!("{FIXTURES}/{fixture}")).unwrap();
     let cases = documents(&text);
     assert!(!cases.is_empty(), "no CEL cases");
     for (index, case) in cases.iter().enumerate() {
@@ -544,7 +576,11 @@ async fn cel_cases(
         }
         counts.cel_cases += 1;
         let mut object = case["create"].clone();
-        object["metadata"]["name"] = Value::from(format!("case-{index}"));
+        // The test's own name where the expectation quotes it, else one of the case's own.
+        if object["metadata"]["name"].is_null() {
+            object["metadata"]["name"] = Value::from(format!("case-{index}"));
+        }
+        let object_name = object["metadata"]["name"].as_str().unwrap().to_owned();
         let path = collection(resources, &object);
         let (mut status, mut body) = send_json(addr, "POST", &path, &object).await;
         for (step, subresource) in [("update", ""), ("updateStatus", "/status")] {
@@ -561,7 +597,7 @@ async fn cel_cases(
             for (field, value) in change.as_object().unwrap() {
                 updated[field] = value.clone();
             }
-            let target = format!("{path}/case-{index}{subresource}");
+            let target = format!("{path}/{object_name}{subresource}");
             (status, body) = send_json(addr, "PUT", &target, &updated).await;
         }
         let wants: Vec<&str> = case["wantErrors"]
@@ -580,7 +616,10 @@ async fn cel_cases(
             continue;
         }
         counts.cel_refused += 1;
-        let missing: Vec<&&str> = wants.iter().filter(|w| !matches(message, w)).collect();
+        let missing: Vec<&&str> = wants
+            .iter()
+            .filter(|w| !matches(matching, message, w))
+            .collect();
         if !missing.is_empty() {
             failures.push(format!("{name}: the message lacks {missing:?}: {message}"));
         }
