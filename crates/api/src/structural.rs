@@ -804,18 +804,15 @@ fn match_count(schema: &Value, value: &Value) -> u64 {
         Value::Object(fields) => {
             let properties = schema.get("properties").and_then(Value::as_object);
             let additional = schema.get("additionalProperties").filter(|v| v.is_object());
-            let bounded = |key: &str, fails: &dyn Fn(i64) -> bool| {
-                count_bound(schema, key).is_some_and(|bound| fails(bound))
-            };
             let len = i64::try_from(fields.len()).unwrap_or(i64::MAX);
+            // Too few or too many properties: the object validator's failure alone, uncounted.
+            let too_few = count_bound(schema, "minProperties").is_some_and(|min| len < min);
+            let too_many = count_bound(schema, "maxProperties").is_some_and(|max| len > max);
             total += 1;
-            if !bounded("minProperties", &|min| len < min)
-                && !bounded("maxProperties", &|max| len > max)
-            {
+            if !too_few && !too_many {
                 for (key, field) in fields {
-                    match properties.and_then(|p| p.get(key)).or(additional) {
-                        Some(sub) => total += match_count(sub, field),
-                        None => {}
+                    if let Some(sub) = properties.and_then(|p| p.get(key)).or(additional) {
+                        total += match_count(sub, field);
                     }
                 }
             }
