@@ -15,7 +15,8 @@
 //!   experimental channel) is refused by `kubectl apply -f` with what upstream's
 //!   `expectedValidationError` looks for (`is invalid`, `missing required field`,
 //!   `denied request` or `Invalid value`), and each of its objects, created over HTTP, is
-//!   refused with a Kubernetes `Status` (422 `Invalid`) whose message kubectl printed;
+//!   refused with a Kubernetes `Status` (422 `Invalid`) each of whose causes kubectl printed
+//!   (`field: message`);
 //! - on the standard channel, the safe-upgrades policy then refuses the experimental channel's
 //!   CRDs of `gateway.networking.k8s.io` over the standard ones (kube's
 //!   `ValidatingAdmissionPolicy ... denied request` with the policy's message), while those
@@ -180,16 +181,20 @@ struct Counts {
     cel_refused: usize,
 }
 
+/// Gateway API's standard channel (see the module docs), with the safe-upgrades check.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn standard_channel() {
     channel("standard").await;
 }
 
+/// Gateway API's experimental channel (see the module docs): its CRDs, the standard and
+/// experimental examples, every invalid example, every CEL case of either tag.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn experimental_channel() {
     channel("experimental").await;
 }
 
+/// One channel's run on a fresh server; every divergence is collected, then reported.
 async fn channel(channel: &str) {
     let server = common::server().await;
     let addr = server.addr;
