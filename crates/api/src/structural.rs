@@ -24,9 +24,11 @@
 //!   two fields a structural schema may constrain) and is never required.
 //! - **Composition**: `allOf`, `anyOf`, `oneOf`, `not`, with go-openapi's messages (`"spec.x"
 //!   must validate at least one schema (anyOf)` under the field `<nil>`, as kube reports
-//!   them). Where none of `anyOf`'s or `oneOf`'s branches holds, the causes of the branch with
-//!   the fewest failures are added (go-openapi picks the branch with the most successful
-//!   checks; the two agree for branches of one check each, the usual case).
+//!   them). Where none of `anyOf`'s or `oneOf`'s branches holds, the causes of the branch
+//!   go-openapi keeps are added: the one with the highest `MatchCount` (the first of equals),
+//!   which counts the validators that applied, so the branch that went deepest (Gateway
+//!   API's `spec.addresses[0]` with an IP address branch whose `value` is not an IPv4 one
+//!   reports `must be of type ipv4`, not the other branch's `must not validate the schema`).
 //! - **`enum`**: numbers compared by value (`1` equals `1.0`, as Go's `float64` enum values).
 //!
 //! **Ratcheting** (`CRDValidationRatcheting`, on by default since Kubernetes 1.30): on an update
@@ -35,6 +37,10 @@
 //! Values correlate through object fields, by index in lists without a list type, by keys in
 //! `x-kubernetes-list-type: map` lists, and not at all in `set` and `atomic` lists. List-type
 //! duplicates are reported on an update only when the old object had none, as kube does.
+//!
+//! **Status writes** ([`check_custom_status`]): a write of the status subresource has its
+//! `status` checked against the status schema as a root of its own, as kube's status strategy
+//! does: messages name places relative to `status`, fields are under it.
 //!
 //! [`prune_and_default`] is the pruning and defaulting kube applies to a custom resource it
 //! decodes, before these checks.
@@ -81,6 +87,53 @@ pub fn check_custom(
     if let Value::Object(fields) = object {
         root(schema, fields, old, &mut causes);
     }
+    check_rest(def, schema, rules, object, old, causes)
+}
+
+/// [`check_custom`] for a write of the status subresource, as kube's status strategy checks
+/// it (`ValidateStatusUpdate`): the schema checks cover `status` alone, against the status
+/// schema as a root of its own (`NewSchemaValidator(&statusSchema)`), so each message names
+/// the place relative to `status` (`addresses[0].value in body must be of type ipv4`) while
+/// the cause's field is under `status` (`status.addresses[0].value`; a composite failure's
+/// field is `status` itself); the embedded resources, list types and CEL rules are checked
+/// over the whole object as on any write. An object without `status` has no schema check.
+///
+/// # Errors
+/// 422 Invalid as kube-apiserver answers, as [`check_custom`].
+pub fn check_custom_status(
+    def: &ResourceDef,
+    schema: &Value,
+    rules: Option<&RuleTree>,
+    object: &Value,
+    old: Option<&Value>,
+) -> Result<(), ApiError> {
+    let mut causes = Vec::new();
+    if let (Some(status_schema), Some(status)) =
+        (schema.pointer("/properties/status"), object.get("status"))
+    {
+        let old_status = old.and_then(|old| old.get("status"));
+        node(status_schema, status, old_status, "", &mut causes);
+        for (field, _, _) in &mut causes {
+            *field = match field.as_str() {
+                "" | "<nil>" => "status".to_owned(),
+                relative if relative.starts_with('[') => format!("status{relative}"),
+                relative => format!("status.{relative}"),
+            };
+        }
+    }
+    check_rest(def, schema, rules, object, old, causes)
+}
+
+/// What [`check_custom`] and [`check_custom_status`] check after the schema: embedded
+/// resources, list types and the CEL rules (unless the failures so far block them).
+fn check_rest(
+    def: &ResourceDef,
+    schema: &Value,
+    rules: Option<&RuleTree>,
+    object: &Value,
+    old: Option<&Value>,
+    mut causes: Vec<Cause>,
+) -> Result<(), ApiError> {
     causes.extend(crate::embedded::check(schema, object));
     let mut lists = Vec::new();
     list_types(schema, object, "", &mut lists);
@@ -600,14 +653,26 @@ fn composition(
             })
             .unwrap_or_default()
     };
-    let fewest = |results: Vec<Vec<Cause>>| results.into_iter().min_by_key(Vec::len);
+    // go-openapi keeps the failures of the branch with the highest match count, the first of
+    // equals (`result.MatchCount > bestFailures.MatchCount`).
+    let best = |key: &str, results: Vec<Vec<Cause>>| {
+        let subs = schema.get(key).and_then(Value::as_array);
+        let mut best: Option<(u64, Vec<Cause>)> = None;
+        for (index, found) in results.into_iter().enumerate() {
+            let count = subs.map_or(0, |subs| match_count(&subs[index], value));
+            if best.as_ref().is_none_or(|(most, _)| count > *most) {
+                best = Some((count, found));
+            }
+        }
+        best.map(|(_, found)| found)
+    };
     let any = branches("anyOf");
     if !any.is_empty() && !any.iter().any(Vec::is_empty) {
         causes.push(composite(format!(
             "{} must validate at least one schema (anyOf)",
             go_quote(path)
         )));
-        causes.extend(fewest(any).unwrap_or_default());
+        causes.extend(best("anyOf", any).unwrap_or_default());
     }
     let one = branches("oneOf");
     if !one.is_empty() {
@@ -623,7 +688,7 @@ fn composition(
                 go_quote(path)
             )));
             if valid == 0 {
-                causes.extend(fewest(one).unwrap_or_default());
+                causes.extend(best("oneOf", one).unwrap_or_default());
             }
         }
     }
@@ -652,6 +717,109 @@ fn composition(
             )));
         }
     }
+}
+
+/// go-openapi's `MatchCount` of `value` against `schema`: one for each validator of each
+/// schema that applies to the value (kube-openapi's `SchemaValidator.Validate`: the type,
+/// schema-props, string, format, number, slice, common and object validators, plus the
+/// schema's own), and what the type, number, slice, props and object validators count inside
+/// (a type that fits, the items' and properties' schemas, the branch of `anyOf` and `oneOf`
+/// that holds or is kept, every `allOf` branch). Where no branch of `anyOf` or `oneOf` holds,
+/// go-openapi reports the failures of the branch with the highest count: the one that went
+/// deepest, not the one with the fewest failures.
+fn match_count(schema: &Value, value: &Value) -> u64 {
+    let Value::Object(schema) = schema else {
+        return 0;
+    };
+    let typed = schema
+        .get("type")
+        .and_then(Value::as_str)
+        .is_some_and(|t| !t.is_empty());
+    let type_fits = || {
+        let Some(expected) = schema.get("type").and_then(Value::as_str) else {
+            return true;
+        };
+        let actual = openapi_type(value);
+        expected.is_empty()
+            || expected == actual
+            || (expected == "number" && actual == "integer")
+            || (expected == "integer"
+                && matches!(value, Value::Number(n) if n.as_f64().is_some_and(|f| f.fract() == 0.0)))
+    };
+    if value.is_null() {
+        // Only the type and common validators, uncounted: the type validator's own one.
+        return u64::from(!typed || flag(schema, "nullable"));
+    }
+    let holds = |sub: &Value| {
+        let mut found = Vec::new();
+        node(sub, value, None, "", &mut found);
+        found.is_empty()
+    };
+    let branches = |key: &str| schema.get(key).and_then(Value::as_array).map(Vec::as_slice);
+    let mut props = 1;
+    if let Some(any) = branches("anyOf").filter(|b| !b.is_empty()) {
+        props += match any.iter().find(|sub| holds(sub)) {
+            Some(first) => match_count(first, value),
+            None => any
+                .iter()
+                .map(|sub| match_count(sub, value))
+                .max()
+                .unwrap_or(0),
+        };
+    }
+    if let Some(one) = branches("oneOf").filter(|b| !b.is_empty()) {
+        let valid: Vec<&Value> = one.iter().filter(|sub| holds(sub)).collect();
+        props += match valid.as_slice() {
+            [only] => match_count(only, value),
+            [] => one
+                .iter()
+                .map(|sub| match_count(sub, value))
+                .max()
+                .unwrap_or(0),
+            _ => 0,
+        };
+    }
+    if let Some(all) = branches("allOf") {
+        props += all.iter().map(|sub| match_count(sub, value)).sum::<u64>();
+    }
+    let mut total = 1 + props + 1; // the schema-props validator, the common validator
+    if typed || schema.contains_key("format") {
+        total += 1 + u64::from(type_fits());
+    }
+    match value {
+        Value::String(text) => {
+            total += 1;
+            let format = schema.get("format").and_then(Value::as_str).unwrap_or("");
+            if crate::strfmt::check(format, text).is_some() {
+                total += 1;
+            }
+        }
+        Value::Number(_) => total += 2,
+        Value::Array(items) => {
+            let inside = schema.get("items").map_or(0, |sub| {
+                items.iter().map(|item| match_count(sub, item)).sum()
+            });
+            total += 2 + inside;
+        }
+        Value::Object(fields) => {
+            let properties = schema.get("properties").and_then(Value::as_object);
+            let additional = schema.get("additionalProperties").filter(|v| v.is_object());
+            let len = i64::try_from(fields.len()).unwrap_or(i64::MAX);
+            // Too few or too many properties: the object validator's failure alone, uncounted.
+            let too_few = count_bound(schema, "minProperties").is_some_and(|min| len < min);
+            let too_many = count_bound(schema, "maxProperties").is_some_and(|max| len > max);
+            total += 1;
+            if !too_few && !too_many {
+                for (key, field) in fields {
+                    if let Some(sub) = properties.and_then(|p| p.get(key)).or(additional) {
+                        total += match_count(sub, field);
+                    }
+                }
+            }
+        }
+        Value::Bool(_) | Value::Null => {}
+    }
+    total + 1
 }
 
 /// The `x-kubernetes-list-type` invariants (`listtype.ValidateListSetsAndMaps`), through

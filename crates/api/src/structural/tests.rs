@@ -354,6 +354,46 @@ fn any_one_all_of_and_not() {
     );
 }
 
+/// Where no `oneOf` branch holds, the failures reported are those of the branch go-openapi's
+/// `MatchCount` keeps: the one whose checks went deepest (here the IP address branch, whose
+/// `value` has an `anyOf` of formats), not the one with the fewest failures (the `not`
+/// branch). Gateway API's own CEL test expects `must be of type ipv4` for this address.
+#[test]
+fn one_of_reports_the_branch_go_openapi_keeps() {
+    let schema = with_spec(json!({"type": "object", "properties": {"address": {
+        "type": "object",
+        "oneOf": [
+            {"properties": {"type": {"enum": ["IPAddress"]},
+                "value": {"anyOf": [{"format": "ipv4"}, {"format": "ipv6"}]}}},
+            {"properties": {"type": {"not": {"enum": ["IPAddress"]}}}}
+        ],
+        "properties": {"type": {"type": "string"}, "value": {"type": "string"}}
+    }}}));
+    assert_eq!(
+        failures(
+            &schema,
+            json!({"address": {"type": "IPAddress", "value": "1.2.3.4:8080"}}),
+            None
+        ),
+        [
+            "<nil>: Invalid value: \"\": \"spec.address\" must validate one and only one schema (oneOf). Found none valid",
+            "<nil>: Invalid value: \"\": \"spec.address.value\" must validate at least one schema (anyOf)",
+            "spec.address.value: Invalid value: \"1.2.3.4:8080\": spec.address.value in body must be of type ipv4: \"1.2.3.4:8080\"",
+        ]
+    );
+    // Branches of equal count: the first one's failures.
+    let schema = with_spec(json!({"type": "object", "properties": {"n": {
+        "type": "integer", "anyOf": [{"minimum": 10}, {"maximum": 0}]
+    }}}));
+    assert_eq!(
+        failures(&schema, json!({"n": 5}), None),
+        [
+            "<nil>: Invalid value: \"\": \"spec.n\" must validate at least one schema (anyOf)",
+            "spec.n: Invalid value: 5: spec.n in body should be greater than or equal to 10",
+        ]
+    );
+}
+
 #[test]
 fn metadata_name_is_checked_and_never_required() {
     let schema = json!({"type": "object", "required": ["metadata", "spec"], "properties": {
@@ -646,5 +686,50 @@ fn non_nullable_nulls_without_defaults_are_dropped_as_kube_drops_them() {
     assert_eq!(
         refused.message,
         "Widget.example.com \"w\" is invalid: spec.items[0]: Invalid value: \"null\": spec.items[0] in body must be of type object: \"null\""
+    );
+}
+
+/// A status subresource write is checked as kube's status strategy checks it: the status
+/// against the status schema as a root of its own (messages relative to `status`, fields
+/// under it, composite failures on `status`), the spec not at all; as Gateway API's CEL test
+/// expects (`addresses[0].value in body must be of type ipv4`).
+#[test]
+fn status_writes_check_the_status_as_a_root_of_its_own() {
+    let schema = json!({"type": "object", "properties": {
+        "spec": {"type": "object", "properties": {"n": {"type": "integer", "maximum": 1}}},
+        "status": {"type": "object", "required": ["phase"], "properties": {
+            "phase": {"type": "string"},
+            "addresses": {"type": "array", "items": {"type": "object", "properties": {
+                "value": {"type": "string", "anyOf": [{"format": "ipv4"}, {"format": "ipv6"}]}
+            }}}
+        }}
+    }});
+    let mut written = object(json!({"n": 5}));
+    written["status"] = json!({"addresses": [{"value": "1.2.3.4:8080"}]});
+    let old = object(json!({"n": 5}));
+    let error = check_custom_status(&widget(), &schema, None, &written, Some(&old)).unwrap_err();
+    assert_eq!(
+        error.cause_lines(),
+        [
+            "status: Invalid value: \"\": \"addresses[0].value\" must validate at least one schema (anyOf)",
+            "status.addresses[0].value: Invalid value: \"1.2.3.4:8080\": addresses[0].value in body must be of type ipv4: \"1.2.3.4:8080\"",
+            "status.phase: Required value",
+        ]
+    );
+    // The same object written through the main resource names the full paths.
+    let error = check_custom(&widget(), &schema, None, &written, Some(&old)).unwrap_err();
+    assert!(error.cause_lines().iter().any(|line| line.starts_with(
+        "status.addresses[0].value: Invalid value: \"1.2.3.4:8080\": status.addresses[0].value in body"
+    )));
+    // No status: nothing for the schema to check.
+    assert!(
+        check_custom_status(
+            &widget(),
+            &schema,
+            None,
+            &object(json!({"n": 5})),
+            Some(&old)
+        )
+        .is_ok()
     );
 }

@@ -1494,13 +1494,12 @@ impl Writer<'_> {
                 // A create, update or patch pruned it already, with its report
                 // (`strict_fields`); the defaults again after the status rules.
                 watchkeeper_api::structural::prune_and_default(schema, &mut object);
-                watchkeeper_api::structural::check_custom(
-                    &resource.def,
-                    schema,
-                    custom.rules.as_ref(),
-                    &object,
-                    old,
-                )?;
+                let check = if custom.status && self.subresource == "status" && old.is_some() {
+                    watchkeeper_api::structural::check_custom_status
+                } else {
+                    watchkeeper_api::structural::check_custom
+                };
+                check(&resource.def, schema, custom.rules.as_ref(), &object, old)?;
             }
         }
         // kube's RBAC storage refuses an escalation before the object is validated.
