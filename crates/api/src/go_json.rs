@@ -449,15 +449,17 @@ pub fn literal_at<'b>(body: &'b [u8], path: &[PathStep<'_>]) -> Option<&'b str> 
     }
 }
 
-fn skip_space(body: &[u8], mut at: usize) -> usize {
+/// The first byte at or after `at` that is not JSON white space.
+pub(crate) fn skip_space(body: &[u8], mut at: usize) -> usize {
     while body.get(at).is_some_and(|b| is_space(*b)) {
         at += 1;
     }
     at
 }
 
-/// Where the value starting at `at` ends (the byte after it).
-fn value_end(body: &[u8], at: usize) -> Option<usize> {
+/// Where the value starting at `at` ends (the byte after it), in a text serde_json read;
+/// without recursion.
+pub(crate) fn value_end(body: &[u8], at: usize) -> Option<usize> {
     match body.get(at)? {
         b'"' => string_end(body, at),
         b'{' | b'[' => {
@@ -470,7 +472,7 @@ fn value_end(body: &[u8], at: usize) -> Option<usize> {
                     }
                     b'{' | b'[' => depth += 1,
                     b'}' | b']' => {
-                        depth -= 1;
+                        depth = depth.checked_sub(1)?;
                         if depth == 0 {
                             return Some(i + 1);
                         }
@@ -491,7 +493,7 @@ fn value_end(body: &[u8], at: usize) -> Option<usize> {
 }
 
 /// Where the string starting at `at` (its opening quote) ends (the byte after its closing one).
-fn string_end(body: &[u8], at: usize) -> Option<usize> {
+pub(crate) fn string_end(body: &[u8], at: usize) -> Option<usize> {
     let mut i = at + 1;
     while i < body.len() {
         match body[i] {

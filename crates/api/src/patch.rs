@@ -108,6 +108,7 @@ use serde_json::{Map, Value};
 
 use crate::apply::typed::Ty;
 use crate::error::ApiError;
+use crate::go_json::{skip_space, string_end, value_end};
 use crate::names::type_name;
 use crate::resources::ResourceDef;
 
@@ -1122,66 +1123,6 @@ fn value_of(operation: Operation<'_>, raw: Option<&[u8]>) -> Slot {
                 (skip_space(raw, at) == raw.len()).then_some(node)
             })
             .unwrap_or_else(|| Node::from_value(value, true)),
-    }
-}
-
-fn skip_space(body: &[u8], mut at: usize) -> usize {
-    while body
-        .get(at)
-        .is_some_and(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
-    {
-        at += 1;
-    }
-    at
-}
-
-/// The end (past the closing quote) of the string starting at `at`.
-fn string_end(body: &[u8], at: usize) -> Option<usize> {
-    let mut i = at + 1;
-    while i < body.len() {
-        match body[i] {
-            b'\\' => i += 2,
-            b'"' => return Some(i + 1),
-            _ => i += 1,
-        }
-    }
-    None
-}
-
-/// The end of the JSON value starting at `at` (a text serde_json read), without recursion.
-fn value_end(body: &[u8], at: usize) -> Option<usize> {
-    match body.get(at)? {
-        b'"' => string_end(body, at),
-        b'{' | b'[' => {
-            let (mut depth, mut i) = (0usize, at);
-            while i < body.len() {
-                match body[i] {
-                    b'"' => {
-                        i = string_end(body, i)?;
-                        continue;
-                    }
-                    b'{' | b'[' => depth += 1,
-                    b'}' | b']' => {
-                        depth = depth.checked_sub(1)?;
-                        if depth == 0 {
-                            return Some(i + 1);
-                        }
-                    }
-                    _ => {}
-                }
-                i += 1;
-            }
-            None
-        }
-        _ => {
-            let mut i = at;
-            while i < body.len()
-                && !matches!(body[i], b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')
-            {
-                i += 1;
-            }
-            Some(i)
-        }
     }
 }
 
