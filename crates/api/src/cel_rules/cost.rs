@@ -1058,17 +1058,7 @@ impl<'a> Coster<'a> {
             self.locals.pop();
             return None;
         };
-        let step_ty = self.ty(&c.loop_step);
-        if let (Some(step_ty), Some(accu)) = (step_ty, self.locals.last_mut()) {
-            accu.ty = step_ty;
-        }
-        let result = self.cost(&c.result);
-        self.locals.pop();
-        sum = sum.add(result?);
-        let count = self.size_or_unknown(range);
-        sum = sum.add(count.multiply(step_cost.add(loop_cost)));
-        self.comprehension_size(e, c, count);
-        Some((sum, self.ty(&c.result)?))
+        self.comprehension_end(e, c, range, sum, loop_cost.add(step_cost))
     }
 
     /// cel-go's `transformMap`/`transformMapEntry` comprehension from ours: an empty map
@@ -1224,18 +1214,30 @@ impl<'a> Coster<'a> {
             self.locals.pop();
             return None;
         };
-        // The accumulator's type is the step's (a `map` or `filter` builds a list of its
-        // elements' type).
+        self.comprehension_end(e, c, &c.iter_range, sum, loop_cost.add(step_cost))
+    }
+
+    /// The end of a comprehension's estimate, its loop costed (`per_element`: the condition's
+    /// and the step's cost) with only the accumulator still pushed: the accumulator takes the
+    /// step's type (a `map` or `filter` builds a list of its elements' type), then the result
+    /// is costed and the loop charged once per element of `range`.
+    fn comprehension_end(
+        &mut self,
+        e: &IdedExpr,
+        c: &cel::common::ast::ComprehensionExpr,
+        range: &IdedExpr,
+        sum: Est,
+        per_element: Est,
+    ) -> Option<(Est, Ty<'a>)> {
         let step_ty = self.ty(&c.loop_step);
         if let (Some(step_ty), Some(accu)) = (step_ty, self.locals.last_mut()) {
             accu.ty = step_ty;
         }
         let result = self.cost(&c.result);
         self.locals.pop();
-        sum = sum.add(result?);
-        let range = self.size_or_unknown(&c.iter_range);
-        sum = sum.add(range.multiply(step_cost.add(loop_cost)));
-        self.comprehension_size(e, c, range);
+        let count = self.size_or_unknown(range);
+        let sum = sum.add(result?).add(count.multiply(per_element));
+        self.comprehension_size(e, c, count);
         Some((sum, self.ty(&c.result)?))
     }
 
