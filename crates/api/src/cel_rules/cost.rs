@@ -64,32 +64,6 @@ const REGEX_LENGTH: f64 = 0.25;
 const MAX_FORMAT_SIZE: u64 = 64;
 const MAX_NAME_FORMAT_REGEX_SIZE: f64 = 128.0;
 
-/// The functions kube's environment declares under a namespace: `a.b.f(x)` calls `a.b.f`.
-const NAMESPACED: &[&str] = &[
-    "sets.contains",
-    "sets.equivalent",
-    "sets.intersects",
-    "strings.quote",
-    "ip.isCanonical",
-    "optional.of",
-    "optional.ofNonZeroValue",
-    "optional.none",
-    "format.named",
-    "format.dns1123Label",
-    "format.dns1123Subdomain",
-    "format.dns1035Label",
-    "format.qualifiedName",
-    "format.dns1123LabelPrefix",
-    "format.dns1123SubdomainPrefix",
-    "format.dns1035LabelPrefix",
-    "format.labelValue",
-    "format.uri",
-    "format.uuid",
-    "format.byte",
-    "format.date",
-    "format.datetime",
-];
-
 /// kube's error detail for a cost above its limit (`getCostErrorMessage`).
 pub(crate) fn exceeds(cost_name: &str, cost: u64, limit: u64) -> String {
     let factor = cost as f64 / limit as f64;
@@ -1265,7 +1239,7 @@ impl<'a> Coster<'a> {
             .as_deref()
             .and_then(super::qualified)
             .map(|q| format!("{q}.{}", call.func_name))
-            .filter(|name| NAMESPACED.contains(&name.as_str()));
+            .filter(|name| super::functions::declared(name));
         let f = namespaced.as_deref().unwrap_or(call.func_name.as_str());
         let call_target = match namespaced {
             Some(_) => None,
