@@ -32,10 +32,12 @@
 //! - **Exact under concurrency, at a cost independent of the namespace's size.** A write that
 //!   only adds usage builds on the usage its quota states (`status.used` plus the write's
 //!   charge, as kube's admission does), so a create costs the same with 10 or 10,000 objects
-//!   in the namespace; a write that gives usage back, or a quota that does not state every
-//!   name it limits, counts the namespace from the caches once they are proven fresh (as
-//!   kube's replenishment recalculates a quota when an object it charges goes), which also
-//!   corrects what time or a writer behind the server's back changed. Either way the write's
+//!   in the namespace; a write that gives usage back, one the stated usage would refuse, or
+//!   a quota that does not state every name it limits, counts the namespace from the caches
+//!   once they are proven fresh (as kube's replenishment recalculates a quota when an object
+//!   it charges goes), which also corrects what time or a writer behind the server's back
+//!   changed — so no refusal rests on a stale usage (kube's admission refuses on
+//!   `status.used` until its controller's next resync). Either way the write's
 //!   transaction also writes the quota's new `status.used` under a compare of the quota's
 //!   revision: two writes that read the same usage cannot both commit (kube-apiserver
 //!   serialises them the same way, through the quota's status update); the loser reads

@@ -2640,8 +2640,8 @@ impl Writer<'_> {
     /// ([`resource_quota`]), for a write that turns `old` into `new` (a create has no `old`,
     /// a delete no `new`): for each, the compare of its revision and the put of its new
     /// `status.used` — the usage the quota states plus what the write adds, or, for a write
-    /// that takes usage away, the namespace's usage taken from the caches once proven fresh,
-    /// with what the write adds and takes away. None (and no store read) when no quota in the cache
+    /// that takes usage away or that the stated usage would refuse, the namespace's usage
+    /// taken from the caches once proven fresh, with what the write adds and takes away. None (and no store read) when no quota in the cache
     /// limits the resource there, or the write changes nothing a quota limits.
     ///
     /// # Errors
@@ -2766,8 +2766,9 @@ impl Writer<'_> {
         // holds. Every charged write keeps `status.used` in its own transaction, and the
         // transaction compares the quota's revision, so two writes that read the same usage
         // cannot both commit. A write that gives usage back counts again instead (as kube's
-        // replenishment recalculates a quota when an object it charges goes), which also
-        // corrects what time changed (a pod past its grace period no longer charged).
+        // replenishment recalculates a quota when an object it charges goes), and so does one
+        // the stated usage would refuse: that corrects what time changed (a pod past its
+        // grace period no longer charged) before it refuses anything.
         let stated = |body: &Value, limits: &[(String, Quantity)]| {
             let used = resource_quota::quantities(body.pointer("/status/used"));
             limits
@@ -2775,37 +2776,38 @@ impl Writer<'_> {
                 .map(|(limited, _)| Some((limited.clone(), *used.get(limited)?)))
                 .collect::<Option<BTreeMap<String, Quantity>>>()
         };
-        let counts_again = found.iter().any(|quota| {
-            let body = quota.body();
-            let taken = delta(body).1;
-            !taken.is_empty()
-                || stated(body, &resource_quota::limits(body, group, plural)).is_none()
-        });
         // What the namespace uses now (`old` included, `new` not yet), from the counted
         // resource's cache at least as new as the quotas read: every charged write also
         // writes its quotas, so a quota unchanged from the revision read here (the
         // transaction's compare) means nothing it counts changed after it. A count from a
         // cache behind the quota's revision could miss a write the quota already holds (two
-        // servers, each cache dispatched on its own).
-        let snapshot = if counts_again {
-            let seen = found
-                .iter()
-                .map(|quota| quota.resource_version())
-                .max()
-                .unwrap_or_default();
-            self.fresh.wait(resource.cache(), seen).await?;
-            Some(resource.cache().latest())
-        } else {
-            None
-        };
+        // servers, each cache dispatched on its own). Taken once, when a quota needs it.
+        let seen = found
+            .iter()
+            .map(|quota| quota.resource_version())
+            .max()
+            .unwrap_or_default();
+        let mut snapshot = None;
         let mut claims = Vec::new();
         for quota in found {
             let body = quota.body();
             let limits = resource_quota::limits(body, group, plural);
             let (added, taken) = delta(body);
-            let used = match stated(body, &limits).filter(|_| taken.is_empty()) {
+            // A write the stated usage would refuse counts again first, so no refusal rests
+            // on a usage time or a writer behind the server's back made stale (a pod
+            // terminating past its grace period, which kube's admission still counts until
+            // its controller's next resync).
+            let used = stated(body, &limits).filter(|used| {
+                taken.is_empty()
+                    && resource_quota::exceeded(quota.name(), &limits, used, &added).is_none()
+            });
+            let used = match used {
                 Some(used) => used,
                 None => {
+                    if snapshot.is_none() {
+                        self.fresh.wait(resource.cache(), seen).await?;
+                        snapshot = Some(resource.cache().latest());
+                    }
                     let Some(snapshot) = &snapshot else {
                         return Err(ApiError::internal(
                             "a resource quota that needs counting was not counted",
