@@ -258,9 +258,10 @@ fn two_variables(
             let result = call(helper, "_==_", vec![a, one_]);
             (init, cond, step, result)
         }
-        "transformMap" | "transformMapEntry" => {
-            // The entries (`[key, value]`, or the maps to merge) appended to a list, which
-            // the crate's evaluation does in place, and made a map once at the end
+        _ => {
+            // transformList, transformMap, transformMapEntry: [filter,] transform, each
+            // element appended to a list, which the crate's evaluation does in place. A map's
+            // entries (`[key, value]`, or the maps to merge) are made a map once at the end
             // ([`TO_MAP`]): each insert costs a constant, as cel-go's in-place insert.
             let transform = rest.pop().unwrap_or_default();
             let filter = rest.pop();
@@ -274,24 +275,6 @@ fn two_variables(
             };
             let a = accu(helper);
             let appended = helper.next_expr(Expr::List(ListExpr::new(vec![entry])));
-            let append = call(helper, "_+_", vec![a, appended]);
-            let step = match filter {
-                Some(filter) => {
-                    let a = accu(helper);
-                    call(helper, "_?_:_", vec![filter, append, a])
-                }
-                None => append,
-            };
-            (init, cond, step, accu(helper))
-        }
-        _ => {
-            // transformList: [filter,] transform.
-            let transform = rest.pop().unwrap_or_default();
-            let filter = rest.pop();
-            let init = helper.next_expr(Expr::List(ListExpr::new(Vec::new())));
-            let cond = literal(helper, LiteralValue::Boolean(true.into()));
-            let a = accu(helper);
-            let appended = helper.next_expr(Expr::List(ListExpr::new(vec![transform])));
             let append = call(helper, "_+_", vec![a, appended]);
             let step = match filter {
                 Some(filter) => {
