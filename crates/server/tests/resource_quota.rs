@@ -461,17 +461,17 @@ async fn concurrent_creates_on_two_servers_never_pass_a_count() {
     two.shutdown().await;
 }
 
-/// Goal: a create builds on the usage its quota states, as kube's admission builds on
-/// `status.used` (so its cost does not grow with the objects a namespace holds), and a write
-/// that gives usage back counts the namespace again, as kube's replenishment recalculates the
-/// quota. An object written into etcd behind the server's back is not in the stated usage
-/// until such a count.
+/// Goal: a write builds on the usage its quota states, as kube's admission builds on
+/// `status.used` (so its cost does not grow with the objects a namespace holds): a create adds
+/// its charge, a delete takes it away, and objects written or deleted in etcd behind the
+/// server's back are not in the stated usage; but a create the stated usage would refuse counts
+/// the namespace again first, so a refusal never rests on a stale usage.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn creates_build_on_the_stated_usage_and_releases_count_again() {
+async fn writes_build_on_the_stated_usage_and_refusals_count_again() {
     let prefix = common::etcd::fresh_prefix();
     let server = server_with(common::etcd::shared_args(&prefix)).await;
     let addr = server.addr;
-    namespace_with_quota(addr, json!({"count/configmaps": "10"})).await;
+    namespace_with_quota(addr, json!({"count/configmaps": "1000"})).await;
     let cms = format!("{NS}/configmaps");
     let count = |used: Value| -> u64 {
         used["count/configmaps"]
@@ -480,7 +480,18 @@ async fn creates_build_on_the_stated_usage_and_releases_count_again() {
             .expect("a stated count")
     };
     let stated = count(used(addr).await);
-    let (status, body) = send_json(addr, "POST", &cms, &configmap("mine")).await;
+    // Two more than the namespace holds now.
+    common::merge_patch(
+        addr,
+        &format!("{NS}/resourcequotas/q"),
+        &json!({"spec": {"hard": {"count/configmaps": (stated + 2).to_string()}}}).to_string(),
+    )
+    .await;
+    let create = |name: &'static str| {
+        let cms = cms.clone();
+        async move { send_json(addr, "POST", &cms, &configmap(name)).await }
+    };
+    let (status, body) = create("mine").await;
     assert_eq!(status, 201, "{body}");
     assert_eq!(count(used(addr).await), stated + 1);
     // Behind the server's back: the cache sees it, the quota's usage does not.
@@ -500,20 +511,42 @@ async fn creates_build_on_the_stated_usage_and_releases_count_again() {
     common::etcd::etcdctl_put(&format!("{prefix}/configmaps/qa/outside"), outside).await;
     let event = watch.next().await.expect("an event");
     assert_eq!(event["object"]["metadata"]["name"], "outside", "{event}");
-    // A create adds its charge to what the quota states.
-    let (status, body) = send_json(addr, "POST", &cms, &configmap("second")).await;
+    // A create adds its charge to what the quota states (a count would have refused it).
+    let (status, body) = create("second").await;
     assert_eq!(status, 201, "{body}");
     assert_eq!(count(used(addr).await), stated + 2);
-    // A delete counts again: the object written outside is in the usage from now on.
+    let event = watch.next().await.expect("an event");
+    assert_eq!(event["object"]["metadata"]["name"], "second", "{event}");
+    // A delete takes its charge away from what the quota states.
     let (status, body) = request(addr, "DELETE", &format!("{cms}/second"), "", "").await;
     assert_eq!(status, 200, "{body}");
+    assert_eq!(count(used(addr).await), stated + 1);
+    let event = watch.next().await.expect("an event");
+    assert_eq!(event["object"]["metadata"]["name"], "second", "{event}");
+    // Behind the server's back again: both gone, the stated usage still counts `mine`.
+    for name in ["mine", "outside"] {
+        common::etcd::etcdctl_del(&format!("{prefix}/configmaps/qa/{name}")).await;
+        let event = watch.next().await.expect("an event");
+        assert_eq!(
+            (
+                event["type"].as_str(),
+                event["object"]["metadata"]["name"].as_str()
+            ),
+            (Some("DELETED"), Some(name)),
+            "{event}"
+        );
+    }
+    let (status, body) = create("third").await;
+    assert_eq!(status, 201, "{body}");
     assert_eq!(count(used(addr).await), stated + 2);
-    let (_, list) = get_json(addr, &cms).await;
-    assert_eq!(
-        list["items"].as_array().map(Vec::len),
-        Some(usize::try_from(stated).unwrap() + 2),
-        "{list}"
-    );
+    // The stated usage would refuse this one: counted again, the namespace holds one
+    // ConfigMap of its own less than stated, so it is admitted.
+    let (status, body) = create("fourth").await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(count(used(addr).await), stated + 2);
+    // And now the limit holds on the count.
+    let (status, body) = create("fifth").await;
+    assert_eq!(status, 403, "{body}");
     server.shutdown().await;
 }
 

@@ -31,13 +31,15 @@
 //!   app; limits.memory for: app` (403).
 //! - **Exact under concurrency, at a cost independent of the namespace's size.** A write that
 //!   only adds usage builds on the usage its quota states (`status.used` plus the write's
-//!   charge, as kube's admission does), so a create costs the same with 10 or 10,000 objects
-//!   in the namespace; a write that gives usage back, one the stated usage would refuse, or
-//!   a quota that does not state every name it limits, counts the namespace from the caches
-//!   once they are proven fresh (as kube's replenishment recalculates a quota when an object
-//!   it charges goes), which also corrects what time or a writer behind the server's back
-//!   changed — so no refusal rests on a stale usage (kube's admission refuses on
-//!   `status.used` until its controller's next resync). Either way the write's
+//!   charge, as kube's admission does) and a write that gives usage back on it minus what it
+//!   gives back, so a create or a delete costs the same with 10 or 10,000 objects in the
+//!   namespace; a write the stated usage would refuse, one that gives back what the stated
+//!   usage may not hold (a pod that time alone stopped charging, [`charge_is_stated`], or
+//!   more than it states), or a quota that does not state every name it limits, counts the
+//!   namespace from the caches once they are proven fresh, which corrects what time or a
+//!   writer behind the server's back changed — so no refusal rests on a stale usage (kube's
+//!   admission refuses on `status.used` until its controller recalculates). Either way the
+//!   write's
 //!   transaction also writes the quota's new `status.used` under a compare of the quota's
 //!   revision: two writes that read the same usage cannot both commit (kube-apiserver
 //!   serialises them the same way, through the quota's status update); the loser reads
@@ -199,6 +201,22 @@ fn charged_for_life(pod: &Value, now_unix_seconds: i64) -> bool {
         (Some(at), Some(grace)) => now_unix_seconds <= at.saturating_add(grace),
         _ => true,
     }
+}
+
+/// Whether the usage a quota states holds what `object` of (`group`, `plural`) charges at
+/// `now_unix_seconds`: every charge but a pod's depends on the object alone, and every write
+/// of it keeps the stated usage; a pod that time alone stopped charging (terminating past its
+/// grace period, not finished) may or may not be in it, as a count may have run since.
+#[must_use]
+pub fn charge_is_stated(group: &str, plural: &str, object: &Value, now_unix_seconds: i64) -> bool {
+    let finished = matches!(
+        object.pointer("/status/phase").and_then(Value::as_str),
+        Some("Succeeded" | "Failed")
+    );
+    !(group.is_empty()
+        && plural == "pods"
+        && !finished
+        && !charged_for_life(object, now_unix_seconds))
 }
 
 /// A map of quantities by resource name (`requests` / `limits` of a container).

@@ -2639,9 +2639,9 @@ impl Writer<'_> {
     /// The ResourceQuotas of `namespace` that charge objects of `resource`
     /// ([`resource_quota`]), for a write that turns `old` into `new` (a create has no `old`,
     /// a delete no `new`): for each, the compare of its revision and the put of its new
-    /// `status.used` — the usage the quota states plus what the write adds, or, for a write
-    /// that takes usage away or that the stated usage would refuse, the namespace's usage
-    /// taken from the caches once proven fresh, with what the write adds and takes away. None (and no store read) when no quota in the cache
+    /// `status.used` — the usage the quota states with what the write adds and takes away,
+    /// or, for a write that the stated usage would refuse or that takes away what it may not
+    /// hold, the namespace's usage taken from the caches once proven fresh, with the same. None (and no store read) when no quota in the cache
     /// limits the resource there, or the write changes nothing a quota limits.
     ///
     /// # Errors
@@ -2763,12 +2763,13 @@ impl Writer<'_> {
         // What a quota says its namespace uses, when it names every name it limits: a write
         // that only adds builds on it, as kube's admission does (`status.used` plus the
         // write's charge), so a create costs the same however many objects the namespace
-        // holds. Every charged write keeps `status.used` in its own transaction, and the
-        // transaction compares the quota's revision, so two writes that read the same usage
-        // cannot both commit. A write that gives usage back counts again instead (as kube's
-        // replenishment recalculates a quota when an object it charges goes), and so does one
-        // the stated usage would refuse: that corrects what time changed (a pod past its
-        // grace period no longer charged) before it refuses anything.
+        // holds; a write that gives usage back builds on it minus what it gives back. Every
+        // charged write keeps `status.used` in its own transaction, and the transaction
+        // compares the quota's revision, so two writes that read the same usage cannot both
+        // commit. A write the stated usage would refuse counts again instead, and so does one
+        // giving back what the stated usage may not hold (a pod time alone stopped charging,
+        // or more than stated): that corrects what time or a writer behind the server's back
+        // changed before anything is refused on it.
         let stated = |body: &Value, limits: &[(String, Quantity)]| {
             let used = resource_quota::quantities(body.pointer("/status/used"));
             limits
@@ -2798,7 +2799,13 @@ impl Writer<'_> {
             // terminating past its grace period, which kube's admission still counts until
             // its controller's next resync).
             let used = stated(body, &limits).filter(|used| {
-                taken.is_empty()
+                let gives_back_what_is_stated = taken.is_empty()
+                    || (old.is_none_or(|old| {
+                        resource_quota::charge_is_stated(group, plural, old, now)
+                    }) && taken
+                        .iter()
+                        .all(|(limited, amount)| used.get(limited).is_some_and(|u| u >= amount)));
+                gives_back_what_is_stated
                     && resource_quota::exceeded(quota.name(), &limits, used, &added).is_none()
             });
             let used = match used {

@@ -31,9 +31,20 @@ pub fn fresh_prefix() -> String {
 
 /// `etcdctl put key value` against the test etcd (a write that bypasses the server).
 pub async fn etcdctl_put(key: &str, value: &str) {
+    etcdctl(&["put", key, value]).await;
+}
+
+/// `etcdctl del key` against the test etcd (a delete that bypasses the server).
+pub async fn etcdctl_del(key: &str) {
+    etcdctl(&["del", key]).await;
+}
+
+async fn etcdctl(args: &[&str]) {
+    let endpoint = shared_endpoint();
     let output = tokio::process::Command::new("etcdctl")
         .env("ETCDCTL_API", "3")
-        .args(["--endpoints", &shared_endpoint(), "put", key, value])
+        .args(["--endpoints", &endpoint])
+        .args(args)
         .output()
         .await
         .expect("etcdctl runs");
