@@ -213,10 +213,7 @@ pub fn charge_is_stated(group: &str, plural: &str, object: &Value, now_unix_seco
         object.pointer("/status/phase").and_then(Value::as_str),
         Some("Succeeded" | "Failed")
     );
-    !(group.is_empty()
-        && plural == "pods"
-        && !finished
-        && !charged_for_life(object, now_unix_seconds))
+    !group.is_empty() || plural != "pods" || finished || charged_for_life(object, now_unix_seconds)
 }
 
 /// A map of quantities by resource name (`requests` / `limits` of a container).
