@@ -15,7 +15,8 @@
 //! kube-apiserver decodes a JSON patch with evanphx/json-patch v4's `DecodePatch` and applies
 //! it with its `Apply`, and applies a merge patch with its `MergePatch`; [`json_patch`] and
 //! [`merge_patch`] give the same result document, the same success or failure, the same code
-//! and the same text (v4.13's code, ported; its tests are `patch_v4_tests.rs`):
+//! and the same text (v4.13's code, ported, with v4.12.0's panic on a `test` without `value`
+//! of a missing key or `null`, as kube 1.33 pins v4.12.0; its tests are `patch_v4_tests.rs`):
 //! - 400 with Go's text when the body is not JSON (`invalid character ...`) or not an array of
 //!   objects (`json: cannot unmarshal number into Go value of type jsonpatch.Operation`); a
 //!   `null` body is no operations, a `null` item an operation without fields. The 413 for more
@@ -26,9 +27,9 @@
 //! - v4's semantics where they depart from RFC 6902: an array index is what Go's `Atoi` reads
 //!   (`01`, `+1`) and a negative one counts from the end (`/a/-1`; `add` at `-1` appends); a
 //!   missing key reads as `null`, so `replace` of a missing key adds it and `copy` from one
-//!   places `null`; an operation without `value` places `null`, and `test` without `value`
-//!   passes only on a missing key or the document's own `null`; `test` with `null` passes on a
-//!   missing key; `test` compares scalars by their text: the patch's as sent (from the body
+//!   places `null`; an operation without `value` places `null`; `test` without `value` fails
+//!   on any value (a `null` the patch placed included) and panics on a missing key or the
+//!   document's own `null`; `test` with `null` passes on a missing key or `null`; `test` compares scalars by their text: the patch's as sent (from the body
 //!   [`apply_patch`] reads; kept beside the value only where Go would write it otherwise, so
 //!   at most the patch's size once more), the document's as Go writes it (`1.0` is not `1`,
 //!   `"a<b"` is not the document's `"a\u003cb"`, nor `"\u00e9"` its `"é"`), a copied
@@ -37,7 +38,8 @@
 //!   document (`""`), `replace` and `test` can; a path's first part is ignored (`x/b` is `/b`)
 //!   and `~` not followed by `0` or `1` is kept; `move` removes and then adds (into its own
 //!   child it finds no destination); an unknown `op` fails when it is reached, 422.
-//! - Where v4 panics (`replace` or `test` of `""` without `value`, `test` comparing arrays with
+//! - Where v4 panics (`replace` or `test` of `""` without `value`, `test` without `value` of
+//!   a missing key or a `null`, `test` comparing arrays with
 //!   a `null` item, writing into a copied `null`) kube-apiserver's panic recovery answers 500
 //!   `This request caused apiserver to panic. Look in the logs for details.`; so does this, as
 //!   a `Status` ([`is_json_patch_panic`]), having written nothing.
@@ -1521,7 +1523,9 @@ fn apply_operation(
                 .map_err(|stop| stop.wrap(format_args!("error in test for path: '{path}'")))
                 .map_err(Stop::into_error)?;
             match (actual, expected) {
-                (None, None | Some(Node::RawNil)) => Ok(()),
+                // v4.12.0 (kube 1.33's) reads the missing value's text and panics.
+                (None, None) => Err(panicked(NIL_POINTER)),
+                (None, Some(Node::RawNil)) => Ok(()),
                 (None, Some(_)) | (Some(_), None) => Err(failed()),
                 (Some(actual), Some(expected)) => match nodes_equal(actual, &expected) {
                     Ok(true) => Ok(()),
