@@ -123,6 +123,12 @@ async fn until_gone(addr: SocketAddr, list: &str, name: &str) -> Value {
     if !items.iter().any(|o| o["metadata"]["name"] == name) {
         return Value::Null;
     }
+    until_deleted(&mut watch, name).await
+}
+
+/// The last state of object `name`, from its `DELETED` event on `watch` (opened before
+/// whatever deletes it, so its last state cannot be missed).
+async fn until_deleted(watch: &mut WatchReader, name: &str) -> Value {
     loop {
         let event = watch.next().await.expect("the watch goes on");
         if event["type"] == "DELETED" && event["object"]["metadata"]["name"] == name {
@@ -159,8 +165,9 @@ async fn orphans(args: ServeArgs) {
     node(addr, "n1", true, false).await;
     create(addr, PODS, &pod("kept", Some("n1"))).await;
     create(addr, PODS, &pod("unscheduled", None)).await;
+    let (_, mut watch) = list_and_watch(addr, PODS).await;
     create(addr, PODS, &pod("orphan", Some("ghost"))).await;
-    let last = until_gone(addr, PODS, "orphan").await;
+    let last = until_deleted(&mut watch, "orphan").await;
     assert_eq!(last["status"]["phase"], "Failed", "{last}");
     let disruption = condition(&last, "DisruptionTarget").expect("DisruptionTarget");
     assert_eq!(disruption["status"], "True", "{last}");
@@ -200,9 +207,10 @@ async fn terminating_pods_on_out_of_service_nodes_and_unscheduled_ones_go() {
     held["metadata"]["finalizers"] = json!(["example.com/hold"]);
     create(addr, PODS, &held).await;
     delete(addr, &format!("{PODS}/held")).await;
+    let (_, mut watch) = list_and_watch(addr, PODS).await;
     create(addr, PODS, &pod("stuck", Some("down"))).await;
     delete(addr, &format!("{PODS}/stuck")).await;
-    let last = until_gone(addr, PODS, "stuck").await;
+    let last = until_deleted(&mut watch, "stuck").await;
     assert_eq!(last["status"]["phase"], "Failed", "{last}");
     assert!(condition(&last, "DisruptionTarget").is_none(), "{last}");
     let held = until_object(addr, PODS, "held", |p| p["status"]["phase"] == "Failed").await;
