@@ -155,6 +155,23 @@ fn collection(resources: &BTreeMap<String, Resource>, object: &Value) -> String 
     }
 }
 
+/// The files under `prefix` written below `root` ([`write_tree`]), then applied with
+/// `kubectl apply --recursive -f`, as upstream applies its examples: their paths and
+/// kubectl's output.
+async fn apply_tree(
+    k: &Kubectl,
+    files: &BTreeMap<String, String>,
+    prefix: &str,
+    root: &Path,
+) -> (Vec<PathBuf>, kubectl_support::Output) {
+    let paths = write_tree(files, prefix, root);
+    let dir = root.join(prefix);
+    let out = k
+        .run(&["apply", "--recursive", "-f", &dir.to_string_lossy()])
+        .await;
+    (paths, out)
+}
+
 /// The vendored files under `prefix`, written below `root`; their paths.
 fn write_tree(files: &BTreeMap<String, String>, prefix: &str, root: &Path) -> Vec<PathBuf> {
     let mut written = Vec::new();
@@ -256,15 +273,7 @@ async fn channel(channel: &str) {
         example_dirs.push("examples/experimental/");
     }
     for dir in example_dirs {
-        let paths = write_tree(&files, dir, &root);
-        let out = k
-            .run(&[
-                "apply",
-                "--recursive",
-                "-f",
-                &root.join(dir).to_string_lossy(),
-            ])
-            .await;
+        let (paths, out) = apply_tree(&k, &files, dir, &root).await;
         if !out.success() {
             failures.push(format!(
                 "kubectl apply --recursive -f {dir} failed:\n{}\n{}",
@@ -472,15 +481,7 @@ async fn envoy_gateway_examples() {
         k.ok(&["create", "namespace", namespace]).await;
     }
     let dir = "examples/kubernetes/";
-    let paths = write_tree(&envoy, dir, &root);
-    let out = k
-        .run(&[
-            "apply",
-            "--recursive",
-            "-f",
-            &root.join(dir).to_string_lossy(),
-        ])
-        .await;
+    let (paths, out) = apply_tree(&k, &envoy, dir, &root).await;
     let mut failures = Vec::new();
     let mut unserved = Vec::new();
     let mut objects = 0;
