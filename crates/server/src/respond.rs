@@ -89,10 +89,30 @@ pub fn text_response(code: StatusCode, body: &str) -> Response {
     response
 }
 
-/// A Status response for an error, in kube-apiserver's field order and framing.
+/// kube-apiserver's answer to a request whose handling panicked (its `WithPanicRecovery`
+/// filter: Go's `http.Error`, plain text, not a `Status`).
+#[must_use]
+pub fn panic_response() -> Response {
+    let mut response = text_response(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "This request caused apiserver to panic. Look in the logs for details.\n",
+    );
+    response.headers_mut().insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    response
+}
+
+/// A Status response for an error, in kube-apiserver's field order and framing; a JSON patch
+/// on which json-patch v4 panics ([`watchkeeper_api::patch::is_json_patch_panic`]) is
+/// answered as kube's panic recovery answers it ([`panic_response`]).
 #[must_use]
 pub fn error_response(error: &ApiError) -> Response {
     crate::audit::context::refused(error);
+    if watchkeeper_api::patch::is_json_patch_panic(error) {
+        return panic_response();
+    }
     let code = StatusCode::from_u16(error.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut response = json_response(code, error.to_status_body());
     if let Some(seconds) = error.retry_after_seconds

@@ -1240,6 +1240,49 @@ async fn duplicate_and_unknown_fields_of_patch_bodies() {
     server.shutdown().await;
 }
 
+/// Where json-patch v4 panics (a `test` without a value of a key that is not there), kube's
+/// panic recovery answers Go's plain-text 500, not a `Status`; nothing is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_json_patch_on_which_kube_panics_is_its_plain_text_500() {
+    let server = common::server().await;
+    let addr = server.addr;
+    let (status, created) = send_json(
+        addr,
+        "POST",
+        CMS,
+        &json!({"metadata": {"name": "panics"}, "data": {"a": "1"}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    let answer = watchkeeper_testkit::request(
+        addr,
+        "PATCH",
+        &format!("{CMS}/panics"),
+        &[("Content-Type", "application/json-patch+json")],
+        br#"[{"op": "add", "path": "/data/b", "value": "2"}, {"op": "test", "path": "/data/c"}]"#,
+    )
+    .await
+    .expect("answer");
+    assert_eq!(answer.status, 500, "{}", answer.text());
+    assert_eq!(
+        answer.text(),
+        "This request caused apiserver to panic. Look in the logs for details.\n"
+    );
+    assert_eq!(
+        answer.header("content-type"),
+        Some("text/plain; charset=utf-8")
+    );
+    assert_eq!(answer.header("x-content-type-options"), Some("nosniff"));
+    let (status, stored) = get_json(addr, &format!("{CMS}/panics")).await;
+    assert_eq!(status, 200, "{stored}");
+    assert_eq!(stored["data"], json!({"a": "1"}));
+    assert_eq!(
+        stored["metadata"]["resourceVersion"],
+        created["metadata"]["resourceVersion"]
+    );
+    server.shutdown().await;
+}
+
 /// A JSON or merge patch body that does not decode into its operation type (JSON patch: a
 /// list of `op`/`path`/`from` strings) or a map is kube-apiserver's 400 `error decoding patch`
 /// under `fieldValidation` `Warn` (the default) and `Strict`, and json-patch v4's own answer

@@ -671,7 +671,17 @@ impl hyper::service::Service<axum::http::Request<hyper::body::Incoming>> for Con
         // Boxed: the request and the service's future live in it until the response is ready,
         // and are freed then (a watch's response lives on without them).
         Box::pin(async move {
-            let mut response = service.oneshot(request.map(axum::body::Body::new)).await?;
+            // A panic in a request's handling is this server's bug; the request is answered as
+            // kube-apiserver's panic recovery answers one (the audit layer inside has recorded
+            // its `Panic` stage), and the connection and its other requests go on.
+            let answered = futures_util::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(
+                service.oneshot(request.map(axum::body::Body::new)),
+            ))
+            .await;
+            let mut response = match answered {
+                Ok(response) => response?,
+                Err(_) => crate::respond::panic_response(),
+            };
             crate::http::service::finish(&method, &mut response);
             // The answer began before its deadline (else it is the 504, never cut off).
             if response.extensions().get::<TimedOut>().is_none() {

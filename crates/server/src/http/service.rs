@@ -73,9 +73,18 @@ impl tower::Service<Request> for Admitted {
 /// The answer to a request of `method` as axum's router finished it at its top level
 /// (axum 0.8's `RouteFuture`): a successful `CONNECT` answer with a body or a length
 /// loses its body; otherwise a body of exact size gets its `Content-Length` when it has none,
-/// and a `HEAD` answer's body is dropped (after its length was set).
+/// and a `HEAD` answer's body is dropped (after its length was set). Every answer without a
+/// `Cache-Control` gets kube's `no-cache, private`.
 pub fn finish(method: &Method, response: &mut Response) {
     use hyper::body::Body as _;
+    // kube's `WithCacheControl`, around every handler: answers are not to be cached unless
+    // the handler says otherwise (discovery, the OIDC documents).
+    if !response.headers().contains_key(header::CACHE_CONTROL) {
+        response.headers_mut().insert(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("no-cache, private"),
+        );
+    }
     if *method == Method::CONNECT && response.status().is_success() {
         if response.headers().contains_key(header::CONTENT_LENGTH)
             || response.headers().contains_key(header::TRANSFER_ENCODING)
@@ -109,6 +118,13 @@ mod tests {
         let mut answer = Response::new(Body::from("four"));
         finish(&Method::GET, &mut answer);
         assert_eq!(answer.headers()[header::CONTENT_LENGTH], "4");
+        assert_eq!(answer.headers()[header::CACHE_CONTROL], "no-cache, private");
+        let mut answer = Response::new(Body::from("four"));
+        answer
+            .headers_mut()
+            .insert(header::CACHE_CONTROL, HeaderValue::from_static("public"));
+        finish(&Method::GET, &mut answer);
+        assert_eq!(answer.headers()[header::CACHE_CONTROL], "public");
         let mut answer = Response::new(Body::from("four"));
         finish(&Method::HEAD, &mut answer);
         assert_eq!(answer.headers()[header::CONTENT_LENGTH], "4");
