@@ -592,3 +592,98 @@ async fn an_object_finalized_away_frees_its_place() {
     assert_eq!(status, 201, "{body}");
     server.shutdown().await;
 }
+
+/// Goal (kube's conformance test "should apply changes to a resourcequota status"): a
+/// client's write of a quota's `status` is stored and answered as written, a watch sees it,
+/// a spec write that leaves `spec.hard` keeps it, and the controller's resync (every
+/// `--resource-quota-sync-period`) resets it from the spec; a change of `spec.hard` is
+/// reflected in `status.hard` at once, as kube's controller reacts to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_written_by_a_client_is_kept_until_the_controller_resyncs() {
+    // A resync period longer than the test, then one that runs during it.
+    for (period, resyncs) in [("24h", false), ("200ms", true)] {
+        let server = server_with(ServeArgs {
+            resource_quota_sync_period: Some(period.to_owned()),
+            ..ServeArgs::default()
+        })
+        .await;
+        let addr = server.addr;
+        namespace_with_quota(addr, json!({"cpu": "500m", "memory": "500Mi"})).await;
+        let quota = format!("{NS}/resourcequotas/q");
+        let patch = |path: String, body: &'static str| async move {
+            let (status, answer) = request(
+                addr,
+                "PATCH",
+                &path,
+                "application/strategic-merge-patch+json",
+                body,
+            )
+            .await;
+            assert_eq!(status, 200, "{path}: {answer}");
+            serde_json::from_str::<Value>(&answer).unwrap()
+        };
+        let patched = patch(
+            quota.clone(),
+            r#"{"spec":{"hard":{"cpu":"1","memory":"1Gi"}}}"#,
+        )
+        .await;
+        assert_eq!(
+            patched["status"]["hard"],
+            json!({"cpu": "1", "memory": "1Gi"})
+        );
+        let (_, listed) = get_json(addr, &format!("{NS}/resourcequotas")).await;
+        let from = listed["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let mut watch = common::WatchReader::open(
+            addr,
+            &format!("{NS}/resourcequotas?watch=true&resourceVersion={from}"),
+            None,
+        )
+        .await;
+        let repatched = patch(
+            format!("{quota}/status"),
+            r#"{"status":{"hard":{"cpu":"2","memory":"2Gi"}}}"#,
+        )
+        .await;
+        assert_eq!(
+            repatched["status"]["hard"],
+            json!({"cpu": "2", "memory": "2Gi"})
+        );
+        assert_eq!(
+            repatched["spec"]["hard"],
+            json!({"cpu": "1", "memory": "1Gi"})
+        );
+        let event = watch.next().await.expect("the status write's event");
+        assert_eq!(
+            event["object"]["status"]["hard"],
+            json!({"cpu": "2", "memory": "2Gi"})
+        );
+        if resyncs {
+            let reset = watch.next().await.expect("the resync's event");
+            assert_eq!(
+                reset["object"]["status"]["hard"],
+                json!({"cpu": "1", "memory": "1Gi"})
+            );
+            assert_eq!(
+                reset["object"]["status"]["used"],
+                json!({"cpu": "0", "memory": "0"})
+            );
+        } else {
+            // A write of the main resource that leaves `spec.hard` keeps the status (checked
+            // where no resync can run between the two writes).
+            let labelled = patch(quota.clone(), r#"{"metadata":{"labels":{"a":"b"}}}"#).await;
+            assert_eq!(
+                labelled["status"]["hard"],
+                json!({"cpu": "2", "memory": "2Gi"})
+            );
+            let (_, stored) = get_json(addr, &quota).await;
+            assert_eq!(
+                stored["status"]["hard"],
+                json!({"cpu": "2", "memory": "2Gi"})
+            );
+        }
+        server.shutdown().await;
+    }
+}

@@ -12,6 +12,10 @@
 //!   user `system:serviceaccount:kube-system:resourcequota-controller`; one whose usage is
 //!   unchanged is a no-op write (no new resource version, no watch event).
 //! - A quota deleted or changed meanwhile (404, 409) waits for the next period.
+//! - Only these writes (and a new quota or a change of its `spec.hard`) recount a quota's
+//!   status: a client's write of `status` is kept as written until the next period, as kube's
+//!   controller ignores it until its resync (kube's conformance test "should apply changes to
+//!   a resourcequota status" relies on both).
 //!
 //! ## Bounds
 //! One write per quota per period, one after another; holds nothing between periods.
@@ -32,6 +36,10 @@ use crate::source::store::Collect;
 
 /// Its service account's name, as kube-controller-manager's (its writes' user).
 const CONTROLLER: &str = "resourcequota-controller";
+
+/// The user its writes are made as: the only writer of a quota's `status` whose write is
+/// recounted (a client's is kept as written until then; see `StoreSource`'s writes).
+pub const USER: &str = "system:serviceaccount:kube-system:resourcequota-controller";
 
 /// Recalculates every quota each `period` until `shutdown` turns true.
 pub async fn run(

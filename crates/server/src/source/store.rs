@@ -1423,7 +1423,10 @@ impl Writer<'_> {
                 None => {}
             }
         }
-        if resource.def.group.is_empty() && resource.def.plural == "resourcequotas" {
+        if resource.def.group.is_empty()
+            && resource.def.plural == "resourcequotas"
+            && self.recounts_quota(old, &object)
+        {
             object = self.quota_with_usage(object);
         }
         if watchkeeper_api::crd::is_crd(&resource.def) {
@@ -2865,6 +2868,22 @@ impl Writer<'_> {
             ));
         }
         Ok(claims)
+    }
+
+    /// Whether this write of a ResourceQuota (`old` before it, `object` as written) gets its
+    /// status from a count, as kube's quota controller reacts to it: a new quota, a change of
+    /// `spec.hard` (its `updateQuota`), and the controller's own resync
+    /// ([`crate::controllers::quota_resync`]). A client's write of `status` is kept as written
+    /// (kube's `resourcequotaStatusStrategy`; the controller ignores the update and resets it
+    /// on its next resync), and any other write keeps the stored status (kube's main strategy
+    /// restores the old status, and the controller ignores a write that leaves `spec.hard`).
+    fn recounts_quota(&self, old: Option<&Value>, object: &Value) -> bool {
+        let Some(old) = old else { return true };
+        if self.subresource == "status" {
+            return self.user.name == crate::controllers::quota_resync::USER;
+        }
+        old.pointer("/spec/hard") != object.pointer("/spec/hard")
+            || object.get("status") != old.get("status")
     }
 
     /// A ResourceQuota as kube's quota controller leaves it: `status.hard` from `spec.hard`,
