@@ -34,12 +34,9 @@ use watchkeeper_api::ApiError;
 
 use crate::source::store::Collect;
 
-/// Its service account's name, as kube-controller-manager's (its writes' user).
-const CONTROLLER: &str = "resourcequota-controller";
-
-/// The user its writes are made as: the only writer of a quota's `status` whose write is
-/// recounted (a client's is kept as written until then; see `StoreSource`'s writes).
-pub const USER: &str = "system:serviceaccount:kube-system:resourcequota-controller";
+/// Its service account's name, as kube-controller-manager's (its writes' user, the only
+/// writer of a quota's `status` whose write is recounted).
+use crate::source::resource_quota::CONTROLLER;
 
 /// Recalculates every quota each `period` until `shutdown` turns true.
 pub async fn run(

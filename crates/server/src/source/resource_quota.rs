@@ -686,6 +686,14 @@ pub fn with_status(mut quota: Value, used: &BTreeMap<String, Quantity>) -> Value
     quota
 }
 
+/// The quota controller's service account name (kube-controller-manager's; the user of
+/// `crate::controllers::quota_resync`'s writes).
+pub const CONTROLLER: &str = "resourcequota-controller";
+
+/// The user of the quota controller's writes: the only writer of a quota's `status` whose
+/// write is recounted (a client's is kept as written until its next resync).
+pub const CONTROLLER_USER: &str = "system:serviceaccount:kube-system:resourcequota-controller";
+
 /// A `limitedResources` entry of the plugin's configuration (kube's `LimitedResource`):
 /// objects of `api_group`/`resource` whose usage names contain one of `match_contains`, or
 /// pods that meet one of `match_scopes`, may only be created where a quota covers that name
@@ -1336,6 +1344,14 @@ mod tests {
             unstated("", "pods", &storage_only, &pod),
             None,
             "only cpu and memory must be stated"
+        );
+    }
+
+    #[test]
+    fn the_controller_writes_as_its_service_account() {
+        assert_eq!(
+            CONTROLLER_USER,
+            format!("system:serviceaccount:kube-system:{CONTROLLER}")
         );
     }
 

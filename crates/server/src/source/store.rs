@@ -2880,7 +2880,7 @@ impl Writer<'_> {
     fn recounts_quota(&self, old: Option<&Value>, object: &Value) -> bool {
         let Some(old) = old else { return true };
         if self.subresource == "status" {
-            return self.user.name == crate::controllers::quota_resync::USER;
+            return self.user.name == resource_quota::CONTROLLER_USER;
         }
         old.pointer("/spec/hard") != object.pointer("/spec/hard")
             || object.get("status") != old.get("status")
