@@ -687,3 +687,35 @@ async fn a_status_written_by_a_client_is_kept_until_the_controller_resyncs() {
         server.shutdown().await;
     }
 }
+
+/// Goal (kube's conformance test "should create a ResourceQuota and ensure its status is
+/// promptly calculated"): a quota that limits quotas counts itself from its creation on,
+/// and the quotas past its count are refused in kube's words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quota_counting_quotas_counts_itself() {
+    let server = setup(json!({"resourcequotas": "2", "count/resourcequotas": "2"})).await;
+    let addr = server.addr;
+    assert_eq!(
+        used(addr).await,
+        json!({"count/resourcequotas": "1", "resourcequotas": "1"})
+    );
+    let quota = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": name},
+            "spec": {"hard": {"pods": "1"}}})
+    };
+    let (status, body) =
+        send_json(addr, "POST", &format!("{NS}/resourcequotas"), &quota("b")).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(
+        used(addr).await,
+        json!({"count/resourcequotas": "2", "resourcequotas": "2"})
+    );
+    let (status, body) =
+        send_json(addr, "POST", &format!("{NS}/resourcequotas"), &quota("c")).await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(
+        body["message"],
+        "resourcequotas \"c\" is forbidden: exceeded quota: q, requested: count/resourcequotas=1,resourcequotas=1, used: count/resourcequotas=2,resourcequotas=2, limited: count/resourcequotas=2,resourcequotas=2"
+    );
+    server.shutdown().await;
+}

@@ -2896,6 +2896,11 @@ impl Writer<'_> {
             .unwrap_or_default()
             .to_owned();
         let prefix = format!("{namespace}/");
+        let quota_name = quota
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
         let now = watchkeeper_api::time::unix_from_rfc3339(&self.time)
             .unwrap_or_else(crate::respond::now_unix);
         let mut used = std::collections::BTreeMap::new();
@@ -2917,9 +2922,14 @@ impl Writer<'_> {
                 continue;
             };
             let snapshot = counted.cache().latest();
+            // A quota counting quotas counts itself, as the controller sees it once written
+            // (on a create the cache does not hold it yet).
+            let itself = group.is_empty() && plural == "resourcequotas";
+            let own_key = format!("{prefix}{quota_name}");
             let total = snapshot
                 .range(Some(&prefix), None)
                 .take_while(|o| o.key().starts_with(&prefix))
+                .filter(|o| !(itself && **o.key() == *own_key))
                 .filter(|o| resource_quota::selects(&quota, &group, &plural, o.body()))
                 .filter_map(|o| {
                     resource_quota::charges(&group, &plural, o.body(), now)
@@ -2927,6 +2937,13 @@ impl Writer<'_> {
                         .copied()
                 })
                 .fold(Quantity::zero(), Quantity::plus);
+            let total = if itself {
+                resource_quota::charges(&group, &plural, &quota, now)
+                    .get(&name)
+                    .map_or(total, |own| total.plus(*own))
+            } else {
+                total
+            };
             used.insert(name, total);
         }
         resource_quota::with_status(quota, &used)
