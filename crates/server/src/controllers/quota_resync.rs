@@ -1,16 +1,24 @@
-//! The resource quota controller's resync: every `--resource-quota-sync-period` (kube's
-//! 5 minutes), each ResourceQuota's `status.used` is recalculated, as kube-controller-manager's
-//! `resourcequota` controller recalculates every quota on its resync
-//! (`pkg/controller/resourcequota/resource_quota_controller.go`). The usage of a quota
-//! changes without any write to what it counts when time alone changes a charge: a pod
-//! terminating past its `deletionTimestamp` plus `deletionGracePeriodSeconds` stops being
-//! charged (kube's `QuotaV1Pod`; see `crate::source::resource_quota`).
+//! The resource quota controller's recalculations: every `--resource-quota-sync-period`
+//! (kube's 5 minutes) each ResourceQuota's `status.used` is recalculated, as
+//! kube-controller-manager's `resourcequota` controller recalculates every quota on its resync
+//! (`pkg/controller/resourcequota/resource_quota_controller.go`), and a quota just created or
+//! whose `spec.hard` changed is recalculated again as soon as the caches have caught up with
+//! its write (as kube's controller queues a quota it sees added or its hard limits changed;
+//! see `crate::source::resource_quota::Recounts`). The usage of a quota changes without any
+//! write to what it counts when time alone changes a charge: a pod terminating past its
+//! `deletionTimestamp` plus `deletionGracePeriodSeconds` stops being charged (kube's
+//! `QuotaV1Pod`; see `crate::source::resource_quota`).
 //!
 //! ## Guarantees
 //! - The recalculation is the write path's own (a write of a quota fills `status.used` from
-//!   the caches proven fresh): each quota gets an empty merge patch of its `status` as the
-//!   user `system:serviceaccount:kube-system:resourcequota-controller`; one whose usage is
+//!   the caches): each quota gets an empty merge patch of its `status` as the user
+//!   `system:serviceaccount:kube-system:resourcequota-controller`; one whose usage is
 //!   unchanged is a no-op write (no new resource version, no watch event).
+//! - A marked quota is recalculated once the quota's and its counted resources' caches have
+//!   the store's revision read after the quota's write committed: an object written at the
+//!   same moment as the quota (the namespace controller's `default` ServiceAccount beside a
+//!   quota made right after its namespace), which the quota's own count could miss and whose
+//!   admission could not yet see the quota, is counted.
 //! - A quota deleted or changed meanwhile (404, 409) waits for the next period.
 //! - Only these writes (and a new quota or a change of its `spec.hard`) recount a quota's
 //!   status: a client's write of `status` is kept as written until the next period, as kube's
@@ -18,14 +26,18 @@
 //!   a resourcequota status" relies on both).
 //!
 //! ## Bounds
-//! One write per quota per period, one after another; holds nothing between periods.
+//! One write per quota per period, one after another, and one per marked quota (at most
+//! `MAX_PENDING_RECOUNTS` waiting); holds nothing else between periods.
 //!
 //! ## Differs from kube
-//! kube's controller also recalculates a quota soon after a change to what it counts; here
-//! every charged write already writes the quotas it changes (`crate::source::resource_quota`),
-//! so only the periodic resync is emulated. kube's `--concurrent-resource-quota-syncs` has no
-//! counterpart (the writes are sequential).
+//! kube's controller also recalculates a quota after any change to what it counts; here every
+//! charged write already writes the quotas it changes (`crate::source::resource_quota`), so
+//! only the recalculation of new quotas and the periodic resync are emulated: an object whose
+//! admission ran before a new quota reached the caches and which commits after the marked
+//! recalculation read its revision is counted at the next period. kube's
+//! `--concurrent-resource-quota-syncs` has no counterpart (the writes are sequential).
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,20 +48,26 @@ use crate::source::store::Collect;
 
 /// Its service account's name, as kube-controller-manager's (its writes' user, the only
 /// writer of a quota's `status` whose write is recounted).
-use crate::source::resource_quota::CONTROLLER;
+use crate::source::resource_quota::{self, CONTROLLER};
 
-/// Recalculates every quota each `period` until `shutdown` turns true.
+/// Recalculates every quota each `period`, and each quota a write marked
+/// ([`crate::source::resource_quota::Recounts`]) once the caches have caught up with it,
+/// until `shutdown` turns true.
 pub async fn run(
     context: super::Context,
     period: Duration,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
+    let recounts = context.source.quota_recounts().clone();
     let resyncs = async {
         let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            ticks.tick().await;
-            if let Err(error) = resync(&context).await {
+            let outcome = tokio::select! {
+                _ = ticks.tick() => resync(&context, None).await,
+                marked = recounts.marked() => resync(&context, Some(marked)).await,
+            };
+            if let Err(error) = outcome {
                 tracing::debug!(%error.message, "resource quota resync failed");
             }
         }
@@ -57,8 +75,13 @@ pub async fn run(
     super::until_shutdown(resyncs, shutdown).await;
 }
 
-/// One recalculation of every quota in the cache.
-async fn resync(context: &super::Context) -> Result<(), ApiError> {
+/// One recalculation of every quota in the cache, or of the `marked` ones (namespace, name)
+/// once the caches of what they count have the store's current revision (a marked quota's
+/// write committed before it was marked, so it and what it raced with are counted).
+async fn resync(
+    context: &super::Context,
+    marked: Option<BTreeSet<(String, String)>>,
+) -> Result<(), ApiError> {
     let served = context.registry.load();
     let Some(quotas) = served
         .iter()
@@ -72,8 +95,28 @@ async fn resync(context: &super::Context) -> Result<(), ApiError> {
     else {
         return Ok(());
     };
-    let all: Vec<Arc<watchkeeper_core::Object>> =
-        quotas.cache().latest().range(None, None).cloned().collect();
+    let all: Vec<Arc<watchkeeper_core::Object>> = match &marked {
+        None => quotas.cache().latest().range(None, None).cloned().collect(),
+        Some(marked) => {
+            let revision = context.source.current_revision().await?;
+            context.fresh.wait(quotas.cache(), revision).await?;
+            let snapshot = quotas.cache().latest();
+            let found: Vec<Arc<watchkeeper_core::Object>> = marked
+                .iter()
+                .filter_map(|(namespace, name)| {
+                    snapshot
+                        .get(&watchkeeper_core::object_key(namespace, name))
+                        .cloned()
+                })
+                .collect();
+            for quota in &found {
+                for counted in counted_resources(&served, quota.body()) {
+                    context.fresh.wait(counted.cache(), revision).await?;
+                }
+            }
+            found
+        }
+    };
     let mut failed = None;
     for quota in all {
         let target = (quota.namespace(), quota.name());
@@ -91,4 +134,33 @@ async fn resync(context: &super::Context) -> Result<(), ApiError> {
         }
     }
     failed.map_or(Ok(()), Err)
+}
+
+/// The served resources whose objects `quota` counts (by the names of its `spec.hard`).
+fn counted_resources<'a>(
+    served: &'a [Arc<crate::cache::Resource>],
+    quota: &serde_json::Value,
+) -> Vec<&'a Arc<crate::cache::Resource>> {
+    let Some(hard) = quota
+        .pointer("/spec/hard")
+        .and_then(serde_json::Value::as_object)
+    else {
+        return Vec::new();
+    };
+    let mut counted: Vec<&Arc<crate::cache::Resource>> = Vec::new();
+    for name in hard.keys() {
+        let Some((group, plural)) = resource_quota::charged_resource(name) else {
+            continue;
+        };
+        if let Some(resource) = served.iter().find(|r| {
+            r.def.namespaced
+                && r.def.group == group
+                && r.def.plural == plural
+                && r.conversion.is_none()
+        }) && !counted.iter().any(|c| Arc::ptr_eq(c, resource))
+        {
+            counted.push(resource);
+        }
+    }
+    counted
 }

@@ -694,6 +694,55 @@ pub const CONTROLLER: &str = "resourcequota-controller";
 /// write is recounted (a client's is kept as written until its next resync).
 pub const CONTROLLER_USER: &str = "system:serviceaccount:kube-system:resourcequota-controller";
 
+/// The most quotas waiting in [`Recounts`]; past it a marked quota waits for the periodic
+/// resync instead.
+pub const MAX_PENDING_RECOUNTS: usize = 10_000;
+
+/// Quotas to count again soon, as kube's quota controller recalculates a quota it has just
+/// seen created or its `spec.hard` changed: a write counts from the caches as they are, and
+/// an object written at the same moment (the namespace controller's `kube-root-ca.crt` beside
+/// a quota made right after its namespace) may be in neither the count nor charged to a quota
+/// its admission did not see yet. Marked after the quota's write commits; drained by
+/// `crate::controllers::quota_resync`, which proves the caches fresh first.
+///
+/// Bounds: at most [`MAX_PENDING_RECOUNTS`] quotas, each once.
+#[derive(Debug, Default)]
+pub struct Recounts {
+    pending: std::sync::Mutex<std::collections::BTreeSet<(String, String)>>,
+    wake: tokio::sync::Notify,
+}
+
+impl Recounts {
+    /// Marks the quota `namespace/name` to be counted again.
+    pub fn mark(&self, namespace: &str, name: &str) {
+        let mut pending = self
+            .pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if pending.len() < MAX_PENDING_RECOUNTS {
+            pending.insert((namespace.to_owned(), name.to_owned()));
+        }
+        drop(pending);
+        self.wake.notify_one();
+    }
+
+    /// The quotas marked since the last call, waiting for one when none is.
+    pub async fn marked(&self) -> std::collections::BTreeSet<(String, String)> {
+        loop {
+            let taken = std::mem::take(
+                &mut *self
+                    .pending
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner),
+            );
+            if !taken.is_empty() {
+                return taken;
+            }
+            self.wake.notified().await;
+        }
+    }
+}
+
 /// A `limitedResources` entry of the plugin's configuration (kube's `LimitedResource`):
 /// objects of `api_group`/`resource` whose usage names contain one of `match_contains`, or
 /// pods that meet one of `match_scopes`, may only be created where a quota covers that name

@@ -147,6 +147,9 @@ pub struct StoreSource {
     /// The `authorizer` of admission policies ([`crate::auth::cel`]); without it an
     /// expression naming `authorizer` is skipped.
     policy_authorizer: Option<Arc<dyn watchkeeper_api::admission_policy::Authorizer>>,
+    /// Quotas to count again once the caches have caught up with their write (see
+    /// [`resource_quota::Recounts`]).
+    quota_recounts: Arc<resource_quota::Recounts>,
 }
 
 /// A CRD as its first DELETE leaves it (kube's CRD registry `Delete`): `deletionTimestamp`
@@ -417,6 +420,7 @@ impl StoreSource {
             webhooks: None,
             rbac_escalation: None,
             policy_authorizer: None,
+            quota_recounts: Arc::default(),
             custom_versions: Arc::new(VersionsBound::new(
                 crate::config::defaults::MAX_CUSTOM_RESOURCE_VERSIONS,
             )),
@@ -581,6 +585,12 @@ impl StoreSource {
     #[must_use]
     pub fn handover(&self) -> &Arc<Handover> {
         &self.handover
+    }
+
+    /// The quotas marked to be counted again (see [`resource_quota::Recounts`]).
+    #[must_use]
+    pub fn quota_recounts(&self) -> &Arc<resource_quota::Recounts> {
+        &self.quota_recounts
     }
 
     /// The store's current revision.
@@ -750,6 +760,7 @@ impl StoreSource {
             field_validation: options.field_validation,
             warnings: std::sync::Mutex::new(Warnings::new()),
             managers,
+            quota_counted: std::sync::atomic::AtomicBool::new(false),
         };
         let namespace = request.target.namespace;
         let response = self
@@ -804,6 +815,7 @@ impl StoreSource {
             field_validation: FieldValidation::Ignore,
             warnings: std::sync::Mutex::new(Warnings::new()),
             managers: None,
+            quota_counted: std::sync::atomic::AtomicBool::new(false),
         };
         match change {
             Collect::Delete { uid, policy } => {
@@ -985,6 +997,9 @@ struct Writer<'a> {
     /// The managed fields a create or update stores as they are (a server-side apply at
     /// another version decided them: [`StoreSource::write_managed`]).
     managers: Option<apply::Managers>,
+    /// A ResourceQuota written got its status from a count ([`Self::recounts_quota`]): once
+    /// committed it is counted again after the caches catch up.
+    quota_counted: std::sync::atomic::AtomicBool,
 }
 
 impl Writer<'_> {
@@ -1428,6 +1443,8 @@ impl Writer<'_> {
             && self.recounts_quota(old, &object)
         {
             object = self.quota_with_usage(object);
+            self.quota_counted
+                .store(true, std::sync::atomic::Ordering::Relaxed);
         }
         if watchkeeper_api::crd::is_crd(&resource.def) {
             let name = object
@@ -2607,6 +2624,7 @@ impl Writer<'_> {
             let response = self.txn(request).await.map_err(NotCreated::Refused)?;
             if response.succeeded {
                 self.settle(resource, response.revision).await;
+                self.quota_committed(namespace, &name);
                 return Ok(with_revision(object, response.revision));
             }
             let exists = response.current.first().is_some_and(|(_, kv)| kv.is_some());
@@ -2696,11 +2714,15 @@ impl Writer<'_> {
                     resource_quota::Uncovered::Scopes(message) => ApiError::new(500, "", message),
                 })?;
         }
+        // A quota written or deleted is not charged for itself here: deleted, it goes in the
+        // same transaction; written, it counts itself when its status is filled.
+        let itself = group.is_empty() && plural == "resourcequotas";
         let applicable =
             |snapshot: &watchkeeper_core::Snapshot| -> Vec<Arc<watchkeeper_core::Object>> {
                 snapshot
                     .range(Some(&prefix), None)
                     .take_while(|quota| quota.key().starts_with(&prefix))
+                    .filter(|quota| !(itself && quota.name() == name))
                     .filter(|quota| !resource_quota::limits(quota.body(), group, plural).is_empty())
                     .cloned()
                     .collect()
@@ -2868,6 +2890,19 @@ impl Writer<'_> {
             ));
         }
         Ok(claims)
+    }
+
+    /// A write committed: a ResourceQuota whose status it counted is counted again once the
+    /// caches have caught up (see [`resource_quota::Recounts`]); the controller's own recount
+    /// is not.
+    fn quota_committed(&self, namespace: &str, name: &str) {
+        if self
+            .quota_counted
+            .swap(false, std::sync::atomic::Ordering::Relaxed)
+            && self.user.name != resource_quota::CONTROLLER_USER
+        {
+            self.source.quota_recounts.mark(namespace, name);
+        }
     }
 
     /// Whether this write of a ResourceQuota (`old` before it, `object` as written) gets its
@@ -3397,6 +3432,7 @@ impl Writer<'_> {
             let response = self.txn(request).await?;
             if response.succeeded {
                 self.settle(resource, response.revision).await;
+                self.quota_committed(namespace, name);
                 return Ok(written.at(response.revision));
             }
             drop(written);
