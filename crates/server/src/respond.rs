@@ -139,6 +139,25 @@ pub fn negotiated(headers: &HeaderMap, def: Option<&ResourceDef>) -> Result<Nego
     negotiate(accept, protobuf)
 }
 
+/// kube's 406 for a `Table` asked of an endpoint whose storage has no table convertor (the
+/// access and token reviews, bindings, evictions, token requests: kube's
+/// `RequestScope.AllowsMediaTypeTransform` without a `TableConvertor`), given before the
+/// request's body is read.
+///
+/// # Errors
+/// 406 NotAcceptable for such a request.
+pub fn no_table(headers: &HeaderMap) -> Result<(), ApiError> {
+    match negotiated(headers, None) {
+        Ok(negotiated) if negotiated.conversion == Conversion::Table => {
+            Err(ApiError::not_acceptable(format!(
+                "only the following media types are accepted: {}",
+                watchkeeper_api::negotiate::RESOURCE_MEDIA_TYPES
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// [`negotiated`]'s conversion.
 ///
 /// # Errors

@@ -5467,3 +5467,58 @@ async fn quantities_and_times_come_back_as_kube_writes_them() {
     assert_eq!(event["firstTimestamp"], "2026-12-04T16:40:00Z");
     server.shutdown().await;
 }
+
+/// Goal (kube's conformance test "should return a 406 for a backend which does not implement
+/// metadata"): a Table asked of an endpoint without a table convertor — a review, a binding,
+/// an eviction, a token request — is kube's 406 before the body is read; the same requests
+/// asking JSON are answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_of_an_endpoint_without_tables_is_406() {
+    let server = common::server().await;
+    let addr = server.addr;
+    let table = "application/json;as=Table;v=v1;g=meta.k8s.io";
+    let review = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+        "spec": {"nonResourceAttributes": {"path": "/", "verb": "get"}}});
+    let (status, pod) = send_json(
+        addr,
+        "POST",
+        "/api/v1/namespaces/default/pods",
+        &json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{pod}");
+    let eviction =
+        json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p"}});
+    for (path, body) in [
+        (
+            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+            review.to_string(),
+        ),
+        (
+            "/api/v1/namespaces/default/pods/p/eviction",
+            eviction.to_string(),
+        ),
+        ("/api/v1/namespaces/default/pods/p/binding", "{".to_owned()),
+        ("/api/v1/namespaces/default/bindings", "{".to_owned()),
+    ] {
+        let (status, answer) =
+            request_with_headers(addr, "POST", path, &[("Accept", table)], &body).await;
+        assert_eq!(status, 406, "{path}: {answer}");
+        let answer: Value = serde_json::from_str(&answer).unwrap();
+        assert_eq!(
+            answer["message"],
+            "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf",
+            "{path}"
+        );
+    }
+    let (status, answer) = send_json(
+        addr,
+        "POST",
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        &review,
+    )
+    .await;
+    assert_eq!(status, 201, "{answer}");
+    assert_eq!(answer["status"]["allowed"], true);
+    server.shutdown().await;
+}

@@ -68,6 +68,7 @@ pub async fn serve(
     if let Some(answer) = create_only_or_forward(app, request, resource).await {
         return answer;
     }
+    crate::respond::no_table(&request.context.headers)?;
     let kind = if request.target.subresource == Some("binding") {
         "Binding"
     } else {
@@ -116,6 +117,7 @@ pub async fn serve_bindings(
         &options,
     )?;
     app.ensure_ready()?;
+    crate::respond::no_table(&context.headers)?;
     let pods = app
         .resource("", "v1", "pods")
         .ok_or_else(ApiError::path_not_found)?;

@@ -107,6 +107,7 @@ fn review(
     {
         return Err(error);
     }
+    crate::respond::no_table(&context.headers)?;
     let body = decode(def, context)?;
     let spec = body.get("spec").cloned().unwrap_or_else(|| json!({}));
     let status = match def.plural.as_str() {

@@ -146,6 +146,7 @@ pub async fn serve(
             "the server could not find the requested resource (token)",
         ));
     };
+    crate::respond::no_table(&request.context.headers)?;
     let namespace = request.target.namespace.unwrap_or_default();
     let name = request.target.name.unwrap_or_default();
     let body = decode(request)?;
