@@ -497,11 +497,25 @@ pub(crate) fn validate(
 
 /// A write to the main endpoint or `status` of the stored request `old`, as kube's strategies
 /// prepare it: the main endpoint keeps the stored spec and status (a request is immutable but
-/// for its metadata), `status` keeps all but the status.
+/// for its metadata); `status` keeps the stored spec and its `Approved` and `Denied`
+/// conditions where the write has as many of each (`csrStatusStrategy`'s
+/// `preserveConditionInstances`; a write that adds or removes one is refused by the
+/// validation), and takes the rest as written, metadata included.
 #[must_use]
 pub fn prepare_update(subresource: &str, old: &Value, new: Value) -> Value {
     if subresource == "status" {
-        return crate::crd::status_rules(subresource, Some(old), new);
+        let def = crate::resources::ResourceDef::named(
+            "certificates.k8s.io",
+            "v1",
+            "certificatesigningrequests",
+            "CertificateSigningRequest",
+            false,
+        );
+        let mut new = crate::kinds::status_rules(&def, subresource, Some(old), new);
+        for kind in ["Approved", "Denied"] {
+            preserve_condition_instances(&mut new, old, kind);
+        }
+        return new;
     }
     let mut new = new;
     if let Value::Object(map) = &mut new {
@@ -513,6 +527,39 @@ pub fn prepare_update(subresource: &str, old: &Value, new: Value) -> Value {
         }
     }
     new
+}
+
+/// kube's `preserveConditionInstances`: where `new` has as many `kind` conditions as `old`,
+/// each takes the stored one's value.
+fn preserve_condition_instances(new: &mut Value, old: &Value, kind: &str) {
+    let of = |object: &Value| -> Vec<Value> {
+        object
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|c| c.get("type").and_then(Value::as_str) == Some(kind))
+            .cloned()
+            .collect()
+    };
+    let stored = of(old);
+    if stored.len() != of(new).len() {
+        return;
+    }
+    let mut stored = stored.into_iter();
+    if let Some(conditions) = new
+        .pointer_mut("/status/conditions")
+        .and_then(Value::as_array_mut)
+    {
+        for condition in conditions
+            .iter_mut()
+            .filter(|c| c.get("type").and_then(Value::as_str) == Some(kind))
+        {
+            if let Some(value) = stored.next() {
+                *condition = value;
+            }
+        }
+    }
 }
 
 /// A request as kube-apiserver creates it (`csrStrategy.PrepareForCreate`): the requesting

@@ -101,6 +101,60 @@ pub fn has_status_rules(def: &ResourceDef) -> bool {
         )
 }
 
+/// A write of `def` (one of [`has_status_rules`]' kinds, or a CertificateSigningRequest) as
+/// kube's strategies prepare it: the main endpoint keeps the stored status (none on create);
+/// the `status` endpoint keeps the stored spec and takes the rest as written, as each kind's
+/// status strategy does (`newJob.Spec = oldJob.Spec`): its labels, annotations, finalizers
+/// and owner references too, but a Deployment's labels (`deploymentStatusStrategy` keeps
+/// them) and the generation, which only a change of the spec moves. The kinds whose status
+/// strategy keeps the whole stored metadata (`ResetObjectMetaForStatus` or a copy of it:
+/// FlowSchemas, PriorityLevelConfigurations, VolumeAttachments, ValidatingAdmissionPolicies)
+/// keep all but the status and the managed fields ([`crate::crd::status_rules`], a custom
+/// resource's rule).
+#[must_use]
+pub fn status_rules(
+    def: &ResourceDef,
+    subresource: &str,
+    old: Option<&Value>,
+    new: Value,
+) -> Value {
+    let keeps_metadata = is(def, "flowcontrol.apiserver.k8s.io", "FlowSchema")
+        || is(
+            def,
+            "flowcontrol.apiserver.k8s.io",
+            "PriorityLevelConfiguration",
+        )
+        || is(def, "storage.k8s.io", "VolumeAttachment")
+        || is(
+            def,
+            "admissionregistration.k8s.io",
+            "ValidatingAdmissionPolicy",
+        );
+    let Some(old) = old.filter(|_| subresource == "status" && !keeps_metadata) else {
+        return crate::crd::status_rules(subresource, old, new);
+    };
+    let mut new = new;
+    let Some(map) = new.as_object_mut() else {
+        return new;
+    };
+    match old.get("spec") {
+        Some(spec) => map.insert("spec".to_owned(), spec.clone()),
+        None => map.remove("spec"),
+    };
+    let old_meta = old.get("metadata").and_then(Value::as_object);
+    if let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) {
+        let mut keep = |key: &str| match old_meta.and_then(|m| m.get(key)) {
+            Some(value) => meta.insert(key.to_owned(), value.clone()),
+            None => meta.remove(key),
+        };
+        keep("generation");
+        if is(def, "apps", "Deployment") {
+            keep("labels");
+        }
+    }
+    new
+}
+
 /// The status a workload kind's object is created with (its strategy's `PrepareForCreate`
 /// resets it to the empty Go struct: [`crate::protobuf::gostruct::zero_field`], the fields
 /// without `omitempty`, `{"replicas": 0}` for a ReplicaSet), for the workload kinds whose

@@ -161,3 +161,53 @@ async fn certificate_signing_requests() {
     );
     server.shutdown().await;
 }
+
+/// Goal (kube's conformance test "should support CSR API operations"): a write of a request's
+/// `/status` takes the annotations and conditions it sets, keeps the stored spec, and keeps
+/// the stored `Approved` condition where it keeps one (`csrStatusStrategy`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_s_status_write_keeps_its_metadata_and_approval() {
+    let server = server().await;
+    let addr = server.addr;
+    written(addr, "POST", CSRS, &csr("st")).await;
+    let path = format!("{CSRS}/st");
+    let patch = json!({"metadata": {"annotations": {"patchedstatus": "true"}},
+        "spec": {"signerName": "example.com/other"},
+        "status": {"conditions": [{"type": "PatchStatusFailed", "status": "True", "reason": "e2e"}]}});
+    let patched = merge_patch(addr, &format!("{path}/status"), &patch.to_string()).await;
+    assert_eq!(patched["metadata"]["annotations"]["patchedstatus"], "true");
+    assert_eq!(patched["spec"]["signerName"], "example.com/signer");
+    assert_eq!(
+        patched["status"]["conditions"][0]["type"],
+        "PatchStatusFailed"
+    );
+    let approval = json!({"status": {"conditions": [
+        {"type": "Approved", "status": "True", "reason": "ok", "message": "first"}]}});
+    let approved = merge_patch(addr, &format!("{path}/approval"), &approval.to_string()).await;
+    let conditions = approved["status"]["conditions"].as_array().unwrap().clone();
+    let rewritten: Vec<Value> = conditions
+        .iter()
+        .map(|c| {
+            let mut c = c.clone();
+            if c["type"] == "Approved" {
+                c["message"] = json!("changed by a status write");
+            }
+            c
+        })
+        .collect();
+    let kept = merge_patch(
+        addr,
+        &format!("{path}/status"),
+        &json!({"status": {"conditions": rewritten}}).to_string(),
+    )
+    .await;
+    let approval = kept["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Approved")
+        .cloned()
+        .unwrap();
+    assert_eq!(approval["message"], "first");
+    server.shutdown().await;
+}

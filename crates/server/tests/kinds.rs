@@ -616,3 +616,91 @@ async fn applied_and_explained() {
         );
     }
 }
+
+/// Goal (kube's conformance tests of status endpoints, which patch `/status` with an
+/// annotation): a write of `/status` takes the metadata it changes and keeps the stored spec,
+/// as each kind's status strategy does — a Deployment keeps its stored labels, the generation
+/// stays — while the kinds whose strategy keeps the stored metadata (FlowSchemas,
+/// VolumeAttachments) keep it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_writes_take_the_metadata_their_strategy_lets_them() {
+    let server = server().await;
+    let addr = server.addr;
+    let ingresses = "/apis/networking.k8s.io/v1/namespaces/default/ingresses";
+    let ingress = json!({"metadata": {"name": "ing"},
+        "spec": {"defaultBackend": {"service": {"name": "s", "port": {"number": 80}}}}});
+    written(addr, "POST", ingresses, &ingress).await;
+    let patched = merge_patch(
+        addr,
+        &format!("{ingresses}/ing/status"),
+        r#"{"metadata": {"annotations": {"patchedstatus": "true"}, "labels": {"a": "b"}},
+            "spec": {"defaultBackend": {"service": {"name": "changed"}}},
+            "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.1"}]}}}"#,
+    )
+    .await;
+    assert_eq!(patched["metadata"]["annotations"]["patchedstatus"], "true");
+    assert_eq!(patched["metadata"]["labels"]["a"], "b");
+    assert_eq!(patched["metadata"]["generation"], 1);
+    assert_eq!(patched["spec"]["defaultBackend"]["service"]["name"], "s");
+    assert_eq!(
+        patched["status"]["loadBalancer"]["ingress"][0]["ip"],
+        "203.0.113.1"
+    );
+
+    let deployments = "/apis/apps/v1/namespaces/default/deployments";
+    let deployment = json!({"metadata": {"name": "dep", "labels": {"a": "b"}},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "x"}},
+            "template": {"metadata": {"labels": {"app": "x"}},
+                "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
+    written(addr, "POST", deployments, &deployment).await;
+    let patched = merge_patch(
+        addr,
+        &format!("{deployments}/dep/status"),
+        r#"{"metadata": {"annotations": {"patchedstatus": "true"}, "labels": {"c": "d"}},
+            "spec": {"replicas": 5},
+            "status": {"conditions": [{"type": "StatusPatched", "status": "True"}]}}"#,
+    )
+    .await;
+    assert_eq!(patched["metadata"]["annotations"]["patchedstatus"], "true");
+    assert_eq!(patched["metadata"]["labels"], json!({"a": "b"}));
+    assert_eq!(patched["metadata"]["generation"], 1);
+    assert_eq!(patched["spec"]["replicas"], 1);
+    assert_eq!(patched["status"]["conditions"][0]["type"], "StatusPatched");
+
+    let jobs = "/apis/batch/v1/namespaces/default/jobs";
+    let job = json!({"metadata": {"name": "job"},
+        "spec": {"template": {"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "c", "image": "i"}]}}}});
+    written(addr, "POST", jobs, &job).await;
+    let patched = merge_patch(
+        addr,
+        &format!("{jobs}/job/status"),
+        r#"{"metadata": {"annotations": {"patchedstatus": "true"}},
+            "status": {"conditions": [{"type": "CustomConditionType", "status": "True",
+                "lastTransitionTime": "2026-12-06T12:00:00Z"}]}}"#,
+    )
+    .await;
+    assert_eq!(patched["metadata"]["annotations"]["patchedstatus"], "true");
+    assert_eq!(
+        patched["status"]["conditions"][0]["lastTransitionTime"],
+        "2026-12-06T12:00:00Z"
+    );
+
+    let schemas = "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas";
+    let schema = json!({"metadata": {"name": "kept"},
+        "spec": {"priorityLevelConfiguration": {"name": "global-default"}}});
+    written(addr, "POST", schemas, &schema).await;
+    let patched = merge_patch(
+        addr,
+        &format!("{schemas}/kept/status"),
+        r#"{"metadata": {"annotations": {"patchedstatus": "true"}},
+            "status": {"conditions": [{"type": "Dangling", "status": "False"}]}}"#,
+    )
+    .await;
+    assert!(
+        patched["metadata"].get("annotations").is_none(),
+        "{patched}"
+    );
+    assert_eq!(patched["status"]["conditions"][0]["type"], "Dangling");
+    server.shutdown().await;
+}

@@ -1499,7 +1499,8 @@ impl Writer<'_> {
         {
             object = watchkeeper_api::certificates::prepare_update(&self.subresource, old, object);
         } else if watchkeeper_api::kinds::has_status_rules(&resource.def) {
-            object = watchkeeper_api::crd::status_rules(&self.subresource, old, object);
+            object =
+                watchkeeper_api::kinds::status_rules(&resource.def, &self.subresource, old, object);
             if old.is_none()
                 && let Some(status) = watchkeeper_api::kinds::created_status(&resource.def)
                 && let Some(map) = object.as_object_mut()
