@@ -387,7 +387,7 @@ fn patched(
             result
         }
         PatchType::StrategicMerge => {
-            if !def.is_builtin() {
+            if !def.has_go_type() {
                 // kube's patch handler offers custom resources no strategic merge patch.
                 return Err(ApiError::unsupported_media_type(
                     "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",

@@ -144,6 +144,18 @@ impl ResourceDef {
         BUILTIN_GROUPS.contains(&self.group.as_str())
     }
 
+    /// Whether kube-apiserver serves the kind from a Go type (the built-in groups, and the
+    /// CustomResourceDefinitions and `events.k8s.io` Events this server serves beside them),
+    /// so that a strategic merge patch applies to it; custom resources have none.
+    #[must_use]
+    pub fn has_go_type(&self) -> bool {
+        self.is_builtin()
+            || matches!(
+                self.group.as_str(),
+                "apiextensions.k8s.io" | "events.k8s.io"
+            )
+    }
+
     /// The resource qualified by its group as Kubernetes prints it in errors: `pods`,
     /// `deployments.apps`.
     #[must_use]

@@ -1735,3 +1735,76 @@ async fn writes_answer_the_cached_object_decoded_from_the_handed_over_value() {
         "no offer outlives its write"
     );
 }
+
+/// Goal: a strategic merge patch applies to the kinds kube serves from Go types beside the
+/// built-in groups — a CustomResourceDefinition (`kubectl patch crd` sends one by default)
+/// and an `events.k8s.io/v1` Event (kube's conformance test patches its series so) — and
+/// stays kube's 415 for a custom resource.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strategic_merge_patches_apply_to_definitions_and_events_v1() {
+    let server = common::server().await;
+    let addr = server.addr;
+    let strategic = "application/strategic-merge-patch+json";
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let (status, crd) = send_json(addr, "POST", crds, &common::widgets_crd()).await;
+    assert_eq!(status, 201, "{crd}");
+    let name = crd["metadata"]["name"].as_str().unwrap().to_owned();
+    let (status, patched) = request(
+        addr,
+        "PATCH",
+        &format!("{crds}/{name}"),
+        strategic,
+        r#"{"metadata": {"labels": {"patched": "true"}}}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{patched}");
+    let patched: Value = serde_json::from_str(&patched).unwrap();
+    assert_eq!(patched["metadata"]["labels"]["patched"], "true");
+
+    let events = "/apis/events.k8s.io/v1/namespaces/default/events";
+    let event = json!({"metadata": {"name": "ev"}, "eventTime": "2026-12-06T12:00:00.000000Z",
+        "note": "n", "action": "Do", "reason": "Test", "type": "Normal",
+        "reportingController": "test-controller", "reportingInstance": "test-node",
+        "regarding": {"namespace": "default", "name": "x", "kind": "Pod"}});
+    let (status, created) = send_json(addr, "POST", events, &event).await;
+    assert_eq!(status, 201, "{created}");
+    let (status, patched) = request(
+        addr,
+        "PATCH",
+        &format!("{events}/ev"),
+        strategic,
+        r#"{"series": {"count": 2, "lastObservedTime": "2017-09-19T13:49:11.000000Z"}}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{patched}");
+    let patched: Value = serde_json::from_str(&patched).unwrap();
+    assert_eq!(
+        patched["series"],
+        json!({"count": 2, "lastObservedTime": "2017-09-19T13:49:11.000000Z"})
+    );
+
+    let group = crd["spec"]["group"].as_str().unwrap();
+    let plural = crd["spec"]["names"]["plural"].as_str().unwrap();
+    let version = crd["spec"]["versions"][0]["name"].as_str().unwrap();
+    let kind = crd["spec"]["names"]["kind"].as_str().unwrap();
+    let widgets = format!("/apis/{group}/{version}/namespaces/default/{plural}");
+    let (status, widget) = send_json(
+        addr,
+        "POST",
+        &widgets,
+        &json!({"apiVersion": format!("{group}/{version}"), "kind": kind,
+            "metadata": {"name": "w"}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{widget}");
+    let (status, refused) = request(
+        addr,
+        "PATCH",
+        &format!("{widgets}/w"),
+        strategic,
+        r#"{"metadata": {"labels": {"a": "b"}}}"#,
+    )
+    .await;
+    assert_eq!(status, 415, "{refused}");
+    server.shutdown().await;
+}
