@@ -1984,58 +1984,69 @@ fn merge_ordered_lists(
 
 /// The object's list of maps as apimachinery's `mergePatchIntoOriginal` reads it after
 /// merging the patch's list into it, for the place of each item: Go merges into the object's
-/// list in place, so the slice it then reads holds what `deleteMatchingEntries` shifted
-/// forward (every item with a `$patch: delete` item's key, its last slots keeping what was
-/// there) and, in the slots the deletions freed, the items `mergeSliceWithoutSpecialElements`
-/// appended. Without deletions the list reads as it was.
-fn as_go_leaves_it(mut slots: Vec<Value>, patch: &[Value], key: &str) -> Vec<Value> {
-    let deletes = |item: &&Value| item.get(DIRECTIVE).and_then(Value::as_str) == Some("delete");
-    if !patch.iter().any(|item| deletes(&item)) {
+/// list in place, so the slice it then reads (as long as the object's list) holds the items
+/// `deleteMatchingEntries` left, shifted forward (in their order); then, in the slots the
+/// deletions freed, the items `mergeSliceWithoutSpecialElements` appended (none after a
+/// `$patch: replace` item, which makes a new list); in the slots still left, what each
+/// deletion's shift left there (the last item of the list as it was just before that
+/// deletion). Without deletions the list reads as it was. Worked out in one pass, without
+/// moving items one deletion at a time.
+fn as_go_leaves_it(slots: Vec<Value>, patch: &[Value], key: &str) -> Vec<Value> {
+    let deletes = |item: &Value| item.get(DIRECTIVE).and_then(Value::as_str) == Some("delete");
+    if !patch.iter().any(deletes) {
         return slots;
     }
     let n = slots.len();
-    let mut len = n;
-    for item in patch.iter().filter(deletes) {
+    // The places of each merge key's value, in list order.
+    let mut places: HashMap<String, Vec<usize>> = HashMap::new();
+    for (place, slot) in slots.iter().enumerate() {
+        if let Some(value) = slot.get(key) {
+            places.entry(value.to_string()).or_default().push(place);
+        }
+    }
+    let mut removed = vec![false; n];
+    // `tail[k]`: what the k-th single deletion left in slot `n - 1 - k`.
+    let mut tail: Vec<usize> = Vec::new();
+    let mut end = n;
+    for item in patch.iter().filter(|item| deletes(item)) {
         let Some(value) = item.get(key) else {
             return slots;
         };
-        while let Some(at) = slots[..len]
-            .iter()
-            .position(|slot| slot.get(key) == Some(value))
-        {
-            for slot in at..len - 1 {
-                slots[slot] = slots[slot + 1].clone();
+        for place in places.remove(&value.to_string()).unwrap_or_default() {
+            while end > 0 && removed[end - 1] {
+                end -= 1;
             }
-            len -= 1;
+            tail.push(end - 1);
+            removed[place] = true;
         }
     }
-    if patch
+    let live: Vec<usize> = (0..n).filter(|&place| !removed[place]).collect();
+    let mut view: Vec<Value> = live.iter().map(|&place| slots[place].clone()).collect();
+    let replaced = patch
         .iter()
-        .any(|item| item.get(DIRECTIVE).is_some_and(|d| d != "delete"))
-    {
-        // A `replace` makes the patch's items a new list; anything else is refused.
-        return slots;
-    }
-    let mut present: HashMap<String, usize> = HashMap::new();
-    for slot in &slots[..len] {
-        if let Some(value) = slot.get(key) {
-            *present.entry(value.to_string()).or_default() += 1;
+        .any(|item| item.get(DIRECTIVE).and_then(Value::as_str) == Some("replace"));
+    if !replaced {
+        let mut present: HashSet<String> = live
+            .iter()
+            .filter_map(|&place| slots[place].get(key).map(Value::to_string))
+            .collect();
+        for item in patch.iter().filter(|item| item.get(DIRECTIVE).is_none()) {
+            if view.len() == n {
+                break;
+            }
+            let Some(value) = item.get(key) else {
+                break;
+            };
+            if present.insert(value.to_string()) {
+                view.push(item.clone());
+            }
         }
     }
-    for item in patch.iter().filter(|item| item.get(DIRECTIVE).is_none()) {
-        let Some(value) = item.get(key).map(Value::to_string) else {
-            return slots;
-        };
-        if present.contains_key(&value) {
-            continue;
-        }
-        present.insert(value, 1);
-        if len < n {
-            slots[len] = item.clone();
-        }
-        len += 1;
+    while view.len() < n {
+        let k = n - 1 - view.len();
+        view.push(slots[tail[k]].clone());
     }
-    slots
+    view
 }
 
 /// apimachinery's `validatePatchWithSetOrderList`: the patch's list (its deletions left out)
@@ -2243,6 +2254,9 @@ fn special_items(
 ) -> Result<(Vec<Value>, Vec<Value>), ApiError> {
     let mut plain = Vec::with_capacity(patch.len());
     let mut replace = false;
+    // The merge key values to delete, gathered first (every item with one goes, whatever the
+    // order), so the deletions cost one pass over the list.
+    let mut doomed: HashSet<String> = HashSet::new();
     for item in patch {
         let Some(directive) = item.get(DIRECTIVE) else {
             plain.push(item);
@@ -2253,7 +2267,7 @@ fn special_items(
                 let Some(value) = item.get(key) else {
                     return Err(no_merge_key(item.as_object().unwrap_or(&Map::new()), key));
                 };
-                original.retain(|kept| kept.get(key) != Some(value));
+                doomed.insert(value.to_string());
             }
             Some("replace") => replace = true,
             Some("merge") => {
@@ -2268,6 +2282,12 @@ fn special_items(
                 ));
             }
         }
+    }
+    if !doomed.is_empty() {
+        original.retain(|kept| {
+            kept.get(key)
+                .is_none_or(|value| !doomed.contains(&value.to_string()))
+        });
     }
     Ok(if replace {
         (plain, Vec::new())
