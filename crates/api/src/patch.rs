@@ -3472,6 +3472,81 @@ mod tests {
             within(value, false)
         }
 
+        /// Go's slice operations on the object's list, one at a time, as `mergeSlice` runs
+        /// them in place: each `$patch: delete` item's `deleteMatchingEntries` (the first
+        /// match removed by `append(s[:k], s[k+1:]...)` until none is left), then, unless a
+        /// `replace` item made a new list, `mergeSliceWithoutSpecialElements`' appends; what
+        /// the object's slice (its length unchanged) then holds.
+        fn go_in_place(mut slots: Vec<Value>, patch: &[Value], key: &str) -> Vec<Value> {
+            let n = slots.len();
+            let mut len = n;
+            for item in patch {
+                if item.get(DIRECTIVE) != Some(&json!("delete")) {
+                    continue;
+                }
+                let value = &item[key];
+                while let Some(at) = slots[..len]
+                    .iter()
+                    .position(|slot| slot.get(key) == Some(value))
+                {
+                    for place in at..len - 1 {
+                        slots[place] = slots[place + 1].clone();
+                    }
+                    len -= 1;
+                }
+            }
+            if patch
+                .iter()
+                .any(|item| item.get(DIRECTIVE) == Some(&json!("replace")))
+            {
+                return slots;
+            }
+            let mut beyond: Vec<Value> = Vec::new();
+            for item in patch.iter().filter(|item| item.get(DIRECTIVE).is_none()) {
+                let value = &item[key];
+                let present = slots[..len.min(n)]
+                    .iter()
+                    .chain(&beyond)
+                    .any(|slot| slot.get(key) == Some(value));
+                if present {
+                    continue;
+                }
+                if len < n {
+                    slots[len] = item.clone();
+                } else {
+                    beyond.push(item.clone());
+                }
+                len += 1;
+            }
+            slots
+        }
+
+        /// A list of maps keyed by `name` (few names, so repeated), with an `i` telling apart
+        /// items of one name.
+        fn arb_keyed_list() -> impl Strategy<Value = Vec<Value>> {
+            prop::collection::vec((0..5u8, any::<u8>()), 0..9).prop_map(|items| {
+                items
+                    .into_iter()
+                    .map(|(name, i)| json!({"name": name.to_string(), "i": i}))
+                    .collect()
+            })
+        }
+
+        /// A patch list for it: plain items, `$patch: delete` items, now and then a
+        /// `$patch: replace` one.
+        fn arb_keyed_patch() -> impl Strategy<Value = Vec<Value>> {
+            prop::collection::vec((0..7u8, 0..8u8), 0..8).prop_map(|items| {
+                items
+                    .into_iter()
+                    .map(|(name, what)| match what {
+                        0..=3 => json!({"name": name.to_string(), "p": what}),
+                        4..=6 => json!({"name": name.to_string(), "$patch": "delete"}),
+                        _ => json!({"$patch": "replace"}),
+                    })
+                    .collect()
+            })
+        }
+
         const TYPES: [PatchType; 4] = [
             PatchType::Merge,
             PatchType::Json,
@@ -3498,6 +3573,18 @@ mod tests {
                         prop_assert!(matches!(err.code, 400 | 413 | 415 | 422));
                     }
                 }
+            }
+
+            /// Goal: the one-pass reading of the object's list after Go's in-place merge
+            /// (`as_go_leaves_it`) is what Go's slice operations, run one at a time, leave.
+            #[test]
+            fn go_s_in_place_list_read_in_one_pass(
+                list in arb_keyed_list(), patch in arb_keyed_patch()
+            ) {
+                prop_assert_eq!(
+                    as_go_leaves_it(list.clone(), &patch, "name"),
+                    go_in_place(list, &patch, "name")
+                );
             }
 
             #[test]
