@@ -115,7 +115,8 @@
 //! format of retainKeys`, `... of primitive list`, `... of setElementOrder list`) and the
 //! decoding error, 422 for `lists of lists are not supported`, 500 without a reason for the
 //! others, which carry no status of their own in kube-apiserver, and the panic 500 where Go
-//! panics (a merging list whose first item is `null`). `$patch: merge` is refused as kube
+//! panics (a merging list whose first item is `null`; a `$setElementOrder` of a list of maps
+//! without a merge key, whose items Go hashes or compares). `$patch: merge` is refused as kube
 //! refuses it: on a map `unknown patch type: merge in map: ...`, in a list `merging lists
 //! cannot yet be specified in the patch`.
 
@@ -2105,7 +2106,14 @@ fn merge_key_value_equal(
     merge_key: Option<&str>,
 ) -> Result<bool, ApiError> {
     let Some(key) = merge_key else {
-        return Ok(identity(left, None) == identity(right, None));
+        // Go's `==` on two maps or two lists panics.
+        if go_type(left) == go_type(right) && (left.is_object() || left.is_array()) {
+            return Err(panicked(&format!(
+                "runtime error: comparing uncomparable type {}",
+                go_type(left)
+            )));
+        }
+        return Ok(left == right);
     };
     let Value::Object(left_map) = left else {
         return Err(bad_arg_type(MAP, left));
@@ -2345,6 +2353,18 @@ fn partition(
     merge_key: Option<&str>,
 ) -> Result<(Vec<Value>, Vec<Value>), ApiError> {
     let Some(key) = merge_key else {
+        // Go keys a map by the items (`inPatch[v]`), `by`'s first, and panics on a map or a
+        // list (`$setElementOrder` of a list of maps without a merge key).
+        if let Some(item) = by
+            .iter()
+            .chain(&merged)
+            .find(|item| item.is_object() || item.is_array())
+        {
+            return Err(panicked(&format!(
+                "runtime error: hash of unhashable type {}",
+                go_type(item)
+            )));
+        }
         let present: HashSet<String> = by.iter().map(|item| identity(item, None)).collect();
         return Ok(merged
             .into_iter()
@@ -3215,6 +3235,27 @@ mod tests {
             err.details.unwrap()["causes"][0]["message"],
             "lists of lists are not supported"
         );
+        // A `$setElementOrder` of a list of maps without a merge key: Go hashes its items
+        // (and compares them with the patch's list's, when there is one) and panics, which
+        // kube-apiserver's panic recovery answers.
+        for (patch, cause) in [
+            (
+                json!({"spec": {"$setElementOrder/tolerations": [{"key": "x"}]}}),
+                "runtime error: hash of unhashable type map[string]interface {}",
+            ),
+            (
+                json!({"spec": {"$setElementOrder/tolerations": [{"key": "x"}],
+                    "tolerations": [{"key": "x"}]}}),
+                "runtime error: comparing uncomparable type map[string]interface {}",
+            ),
+        ] {
+            let err = apply("pods", PatchType::StrategicMerge, &pod(), &patch).unwrap_err();
+            assert!(
+                is_json_patch_panic(&err) && is_kube_patch_500(&err),
+                "{err:?}"
+            );
+            assert_eq!(err.details.unwrap()["causes"][0]["message"], cause);
+        }
         // A root `$patch: delete`, refused here (apimachinery leaves `{}`).
         let err = apply(
             "pods",
