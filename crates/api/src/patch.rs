@@ -89,22 +89,38 @@
 //! `volumeMounts` by `mountPath`, ...), or as a set when it has no merge key (scalars such as
 //! `metadata.finalizers`); every other list, and every field the schema does not declare, is
 //! replaced whole. A map whose strategy is `replace` (PodDisruptionBudget's `selector`) is
-//! replaced whole too. Directives:
-//! `$patch: replace | delete | merge` on maps and list items, `$retainKeys`,
-//! `$deleteFromPrimitiveList/<field>` and `$setElementOrder/<field>` (used to order the merged
-//! list). As in Kubernetes, strategic merge patch is refused (415) for custom resources;
-//! `kubectl apply` sends them a JSON merge patch instead.
+//! replaced whole too. Directives: `$patch: replace | delete` on maps and list items,
+//! `$retainKeys`, `$deleteFromPrimitiveList/<field>` and `$setElementOrder/<field>`. As in
+//! Kubernetes, strategic merge patch is refused (415) for custom resources; `kubectl apply`
+//! sends them a JSON merge patch instead.
 //!
-//! Its refusals carry apimachinery's texts where the condition is the same (`unknown patch
-//! type: explode in map: map[$patch:explode]`, `map: map[image:x] does not contain declared
-//! merge key: name`, `invalid patch format of retainKeys`, `expected a []interface {}, but
-//! received a string`, Go's decoding error for a body that is not an object) and kube's
-//! codes: 400 for the retainKeys one and the decoding error, 500 without a reason for the
-//! others, which carry no status of their own in kube-apiserver. `$patch: merge` is refused as
-//! kube refuses it: on a map `unknown patch type: merge in map: ...`, in a list `merging lists
+//! [`strategic_merge_patch`] is apimachinery's `mergeMap` walk (`StrategicMergeMapPatch` with
+//! kube-apiserver's options), checked against apimachinery's own test tables
+//! (`patch_smp_tests.rs`): a nested `$patch: delete` map leaves `{}` (the Go struct
+//! normalisation then drops an `omitempty` one); what the patch places where the object has
+//! nothing (or a value of another type) loses its `null` members and `$patch` maps, while an
+//! item a merging list appends, a `replace` map or list and a `$patch: replace` map are placed
+//! as the patch has them; merged lists are ordered as `normalizeElementOrder` orders them (the
+//! patch's items in the patch's or `$setElementOrder`'s order, the object's others
+//! interleaved by their place in the object), scalars deduplicated; a `$patch: delete` item
+//! removes every item with its key. A root `$patch: delete` is refused with 400 here (Go
+//! leaves `{}`).
+//!
+//! Its refusals carry apimachinery's texts (`unknown patch type: explode in map:
+//! map[$patch:explode]`, `map: map[image:x] does not contain declared merge key: name`,
+//! `expected a []interface {}, but received a string`, `The order in patch list: ... doesn't
+//! match $setElementOrder list: ...`, `list element types are not identical: ...`, Go's
+//! decoding error for a body that is not an object) with kube-apiserver's codes
+//! (`interpretStrategicMergePatchError`): 400 for the sentinel format errors (`invalid patch
+//! format of retainKeys`, `... of primitive list`, `... of setElementOrder list`) and the
+//! decoding error, 422 for `lists of lists are not supported`, 500 without a reason for the
+//! others, which carry no status of their own in kube-apiserver, and the panic 500 where Go
+//! panics (a merging list whose first item is `null`; a `$setElementOrder` of a list of maps
+//! without a merge key, whose items Go hashes or compares). `$patch: merge` is refused as kube
+//! refuses it: on a map `unknown patch type: merge in map: ...`, in a list `merging lists
 //! cannot yet be specified in the patch`.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
@@ -401,6 +417,12 @@ fn patched(
                     crate::go_json::syntax_error(patch).unwrap_or_else(|| error.to_string()),
                 )
             })?;
+            if patch.get(DIRECTIVE).and_then(Value::as_str) == Some("delete") {
+                // apimachinery leaves `{}`, which kube then decodes into the kind.
+                return Err(ApiError::bad_request(
+                    "a strategic merge patch may not delete the whole object ($patch: delete at the root)",
+                ));
+            }
             strategic_merge_patch(original, &patch, crate::apply::schema_root(def, None))?
         }
     };
@@ -582,11 +604,17 @@ pub fn is_kube_patch_500(error: &ApiError) -> bool {
 }
 
 /// What each strategic merge error without a status says (see [`is_kube_patch_500`]).
-const SMP_500_TEXTS: [&str; 4] = [
+const SMP_500_TEXTS: [&str; 10] = [
     "unknown patch type: ",
     " does not contain declared merge key: ",
-    "expected a []interface {}, but received a ",
+    ", but received a ",
     "merging lists cannot yet be specified in the patch",
+    "The order in patch list:",
+    "list element types are not identical: ",
+    "no elements in any of the given slices",
+    "cannot merge lists without merge key for ",
+    "unexpected patch strategy: ",
+    " is not a map",
 ];
 
 const NIL_POINTER: &str = "runtime error: invalid memory address or nil pointer dereference";
@@ -1565,22 +1593,46 @@ pub fn list_strategy(ty: Ty<'_>) -> ListStrategy<'_> {
     }
 }
 
-/// Whether a map field of type `ty` is replaced whole (`x-kubernetes-patch-strategy: replace`).
-fn replaces_map(ty: Ty<'_>) -> bool {
-    ty.patch_markers().0 == Some("replace")
-}
-
 const DIRECTIVE: &str = "$patch";
 const RETAIN_KEYS: &str = "$retainKeys";
-const SET_ELEMENT_ORDER: &str = "$setElementOrder/";
-const DELETE_FROM_PRIMITIVE_LIST: &str = "$deleteFromPrimitiveList/";
+/// The list directives' prefixes as apimachinery matches them: a key starting so is the
+/// directive, whose part before the first `/` must then be exactly this (else its 400 format
+/// error) and whose part after it names the list.
+const SET_ELEMENT_ORDER: &str = "$setElementOrder";
+const DELETE_FROM_PRIMITIVE_LIST: &str = "$deleteFromPrimitiveList";
+
+/// What Go's `reflect.TypeOf` names a decoded JSON value (kube decodes integers as `int64`,
+/// other numbers as `float64`); a `null` as `%s` prints a nil type.
+fn go_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "%!s(<nil>)",
+        Value::Bool(_) => "bool",
+        Value::Number(number) if number.is_i64() => "int64",
+        Value::Number(_) => "float64",
+        Value::String(_) => "string",
+        Value::Array(_) => LIST,
+        Value::Object(_) => MAP,
+    }
+}
+
+const LIST: &str = "[]interface {}";
+const MAP: &str = "map[string]interface {}";
 
 /// Applies a strategic merge patch to a copy of `original`, an object of the type `ty` (the
-/// kind's schema root, [`Ty::deduced`] for none: every list replaced).
+/// kind's schema root, [`Ty::deduced`] for none: every list replaced), as apimachinery's
+/// `StrategicMergeMapPatch` does with kube-apiserver's options (`mergeMap` with
+/// `MergeParallelList` and `IgnoreUnmatchedNulls`): its walk, its results (a `$patch: delete`
+/// map becomes `{}`, a root one too; what a patch places where the object has nothing, or
+/// something of another type, loses its `null` members and its `$patch` maps, and keeps any
+/// other directive key; a `replace` strategy or directive places the patch's map as it is),
+/// its list order (`normalizeElementOrder`: the patch's items in the patch's or
+/// `$setElementOrder`'s order, interleaved with the object's other items by their place in
+/// the object), its errors with their texts and kube's codes (see the module docs).
 ///
 /// # Errors
-/// 400 when the patch is not an object, a directive is malformed, or an item of a keyed list
-/// lacks its merge key.
+/// 400 when the patch is not an object and for apimachinery's format errors (`$retainKeys`,
+/// `$setElementOrder`, `$deleteFromPrimitiveList`), 422 for a list of lists in a merging
+/// list, 500 without a reason for its other errors ([`is_kube_patch_500`]).
 pub fn strategic_merge_patch(
     original: &Value,
     patch: &Value,
@@ -1588,10 +1640,9 @@ pub fn strategic_merge_patch(
 ) -> Result<Value, ApiError> {
     // kube decodes the patch into a `map[string]interface{}`: `null` is no patch, anything
     // else that is not an object Go's 400.
-    let empty = Map::new();
     let patch = match patch {
-        Value::Object(patch) => patch,
-        Value::Null => &empty,
+        Value::Object(patch) => patch.clone(),
+        Value::Null => Map::new(),
         other => {
             return Err(ApiError::bad_request(format!(
                 "json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
@@ -1603,20 +1654,14 @@ pub fn strategic_merge_patch(
         Value::Object(map) => map.clone(),
         _ => Map::new(),
     };
-    let mut path = Vec::new();
-    match merge_map(original, patch, &mut path, ty)? {
-        Some(map) => Ok(Value::Object(map)),
-        None => Err(ApiError::bad_request(
-            "a strategic merge patch may not delete the whole object ($patch: delete at the root)",
-        )),
-    }
+    merge_map(original, patch, ty).map(Value::Object)
 }
 
 /// A refusal apimachinery's `strategicpatch` words with an error of its own
-/// (`mergepatch.ErrBadPatchType`, `ErrNoMergeKey`, `ErrBadArgType`): kube-apiserver's
-/// `interpretStrategicMergePatchError` gives a status only to its sentinel errors, so these
-/// reach the client as any error without a status does, 500 with no reason and the error's
-/// text (`Error from server: unknown patch type: merge in map: ...`).
+/// (`mergepatch.ErrBadPatchType`, `ErrNoMergeKey`, `ErrBadArgType`, its `fmt.Errorf`s):
+/// kube-apiserver's `interpretStrategicMergePatchError` gives a status only to its sentinel
+/// errors, so these reach the client as any error without a status does, 500 with no reason
+/// and the error's text (`Error from server: unknown patch type: merge in map: ...`).
 fn smp_refusal(message: String) -> ApiError {
     ApiError::new(500, "", message)
 }
@@ -1657,139 +1702,194 @@ fn go_s(value: &Value) -> String {
     }
 }
 
-/// `mergepatch.ErrBadArgType` for a value that should have been a list: `expected a
-/// []interface {}, but received a string`.
-fn not_a_list(value: &Value) -> ApiError {
-    let received = match value {
-        Value::Null => {
-            return smp_refusal("expected a []interface {}, but received a %!s(<nil>)".to_owned());
-        }
-        Value::Bool(_) => "bool",
-        Value::Number(number) if number.is_i64() => "int64",
-        Value::Number(_) => "float64",
-        Value::String(_) => "string",
-        Value::Array(_) => "[]interface {}",
-        Value::Object(_) => "map[string]interface {}",
-    };
+/// `mergepatch.ErrBadArgType`: `expected a []interface {}, but received a string`.
+fn bad_arg_type(expected: &str, value: &Value) -> ApiError {
     smp_refusal(format!(
-        "expected a []interface {{}}, but received a {received}"
+        "expected a {expected}, but received a {}",
+        go_type(value)
     ))
 }
 
-fn smp_error(path: &[String], message: impl std::fmt::Display) -> ApiError {
-    if path.is_empty() {
-        ApiError::bad_request(format!("strategic merge patch: {message}"))
-    } else {
-        ApiError::bad_request(format!(
-            "strategic merge patch at {}: {message}",
-            path.join(".")
-        ))
+/// `mergepatch.ErrNoMergeKey`: `map: map[image:x] does not contain declared merge key: name`.
+fn no_merge_key(map: &Map<String, Value>, key: &str) -> ApiError {
+    smp_refusal(format!(
+        "map: {} does not contain declared merge key: {key}",
+        go_text(&Value::Object(map.clone()))
+    ))
+}
+
+/// What identifies a list item for apimachinery's comparisons (Go's `==` on the decoded
+/// values): its merge key's value for a list of maps (a missing key reads as `nil`, as in Go),
+/// the item itself otherwise; as text, so `1` (an `int64`) is not `1.0` (a `float64`).
+fn identity(item: &Value, merge_key: Option<&str>) -> String {
+    match merge_key {
+        Some(key) => item.get(key).unwrap_or(&Value::Null).to_string(),
+        None => item.to_string(),
     }
 }
 
-/// Removes every directive key from a map patch, recursively, for values placed verbatim.
-fn strip_directives(value: &Value) -> Value {
-    match value {
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .filter(|(k, _)| !k.starts_with('$'))
-                .map(|(k, v)| (k.clone(), strip_directives(v)))
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(
-            items
-                .iter()
-                .filter(|item| {
-                    !item
-                        .as_object()
-                        .is_some_and(|m| m.contains_key(DIRECTIVE) && m.len() == 1)
-                })
-                .map(strip_directives)
-                .collect(),
-        ),
-        other => other.clone(),
+/// The first place of each item's [`identity`] in `list`: apimachinery's `index`, looked up
+/// in constant time.
+struct Places(HashMap<String, usize>);
+
+impl Places {
+    fn of(list: &[Value], merge_key: Option<&str>) -> Places {
+        let mut places = HashMap::with_capacity(list.len());
+        for (place, item) in list.iter().enumerate() {
+            places.entry(identity(item, merge_key)).or_insert(place);
+        }
+        Places(places)
+    }
+
+    fn get(&self, item: &Value, merge_key: Option<&str>) -> Option<usize> {
+        self.0.get(&identity(item, merge_key)).copied()
     }
 }
 
-/// Merges a map patch into `original`. `None` means the patch deletes the map.
+/// The part of a list directive's key after `prefix/` (apimachinery's `extractKey`); `None`
+/// when the key is not `prefix/...`.
+fn directive_field<'k>(key: &'k str, prefix: &str) -> Option<&'k str> {
+    let (head, field) = key.split_once('/')?;
+    (head == prefix).then_some(field)
+}
+
+/// The field's patch strategy besides `retainKeys` (apimachinery's
+/// `extractRetainKeysPatchStrategy`): `""`, `merge` or `replace`.
+fn field_strategy<'a>(ty: Ty<'a>) -> Result<&'a str, ApiError> {
+    let Some(markers) = ty.patch_markers().0 else {
+        return Ok("");
+    };
+    let strategies: Vec<&str> = markers.split(',').collect();
+    match strategies.as_slice() {
+        ["retainKeys"] => Ok(""),
+        [single] => Ok(*single),
+        ["retainKeys", other] | [other, "retainKeys"] => Ok(*other),
+        _ => Err(smp_refusal(format!(
+            "unexpected patch strategy: [{}]",
+            strategies.join(" ")
+        ))),
+    }
+}
+
+/// apimachinery's `mergeMap`: `patch` merged into `original` (see [`strategic_merge_patch`]).
 fn merge_map(
     mut original: Map<String, Value>,
-    patch: &Map<String, Value>,
-    path: &mut Vec<String>,
+    mut patch: Map<String, Value>,
     ty: Ty<'_>,
-) -> Result<Option<Map<String, Value>>, ApiError> {
-    match patch.get(DIRECTIVE) {
-        None => {}
-        Some(Value::String(directive)) => match directive.as_str() {
-            "replace" => {
-                let mut replaced = Map::new();
-                return merge_map_into(&mut replaced, patch, path, ty).map(|()| Some(replaced));
+) -> Result<Map<String, Value>, ApiError> {
+    // `handleDirectiveInMergeMap`: `merge` too is unknown there.
+    if let Some(directive) = patch.get(DIRECTIVE) {
+        return match directive.as_str() {
+            Some("replace") => {
+                patch.remove(DIRECTIVE);
+                Ok(patch)
             }
-            "delete" => return Ok(None),
-            // `merge` too: apimachinery's `handleDirectiveInMergeMap` knows only these two.
-            _ => return Err(bad_patch_type(&patch[DIRECTIVE], patch)),
-        },
-        Some(other) => return Err(bad_patch_type(other, patch)),
+            Some("delete") => Ok(Map::new()),
+            _ => Err(bad_patch_type(directive, &patch)),
+        };
     }
-    merge_map_into(&mut original, patch, path, ty)?;
-    Ok(Some(original))
-}
-
-/// Merges the non-directive keys of `patch` into `target`, then applies the map-level
-/// directives `$retainKeys`, `$deleteFromPrimitiveList/` and `$setElementOrder/`.
-fn merge_map_into(
-    target: &mut Map<String, Value>,
-    patch: &Map<String, Value>,
-    path: &mut Vec<String>,
-    ty: Ty<'_>,
-) -> Result<(), ApiError> {
-    // Checked first, as apimachinery does.
-    let keep = patch
-        .get(RETAIN_KEYS)
-        .map(|retain| retained_keys(retain, patch))
-        .transpose()?;
-    for (key, value) in patch {
-        if key.starts_with('$') {
+    apply_retain_keys(&mut original, &mut patch)?;
+    merge_ordered_lists(&mut original, &mut patch, ty)?;
+    for (key, patch_value) in patch {
+        // `preprocessDeletionListForMerging`: the list a `$deleteFromPrimitiveList/` names.
+        let (key, delete_list) = if key.starts_with(DELETE_FROM_PRIMITIVE_LIST) {
+            match directive_field(&key, DELETE_FROM_PRIMITIVE_LIST) {
+                // `mergepatch.ErrBadPatchFormatForPrimitiveList`, a sentinel kube answers 400.
+                None => {
+                    return Err(ApiError::bad_request(
+                        "invalid patch format of primitive list",
+                    ));
+                }
+                Some("") => (key, true),
+                Some(field) => (field.to_owned(), true),
+            }
+        } else {
+            (key, false)
+        };
+        if patch_value.is_null() {
+            original.remove(&key);
             continue;
         }
-        path.push(key.clone());
-        let merged = merge_value(target.remove(key), value, path, ty.child(key))?;
-        path.pop();
+        let current = original.remove(&key);
+        let merged = match (current, patch_value) {
+            (None, patch_value) => (!delete_list).then(|| placed(patch_value)).flatten(),
+            (Some(Value::Object(current)), Value::Object(patch_map)) => {
+                let field = ty.child(&key);
+                Some(Value::Object(if field_strategy(field)? == "replace" {
+                    patch_map
+                } else {
+                    merge_map(current, patch_map, field)?
+                }))
+            }
+            (Some(Value::Array(current)), Value::Array(patch_items)) => Some(Value::Array(
+                merge_list_field(current, patch_items, ty.child(&key), delete_list)?,
+            )),
+            // Of another type: the patch's value, but for a deletion list.
+            (Some(current), patch_value) if go_type(&current) != go_type(&patch_value) => {
+                if delete_list {
+                    Some(current)
+                } else {
+                    placed(patch_value)
+                }
+            }
+            // Two scalars of one type.
+            (Some(_), patch_value) => Some(patch_value),
+        };
         if let Some(merged) = merged {
-            target.insert(key.clone(), merged);
+            original.insert(key, merged);
         }
     }
-    for (key, value) in patch {
-        if let Some(field) = key.strip_prefix(DELETE_FROM_PRIMITIVE_LIST) {
-            let Value::Array(doomed) = value else {
-                return Err(smp_error(path, format!("{key} must be a list")));
-            };
-            if let Some(Value::Array(items)) = target.get_mut(field) {
-                items.retain(|item| !doomed.contains(item));
-            }
-        } else if let Some(field) = key.strip_prefix(SET_ELEMENT_ORDER) {
-            let Value::Array(order) = value else {
-                return Err(not_a_list(value));
-            };
-            let strategy = list_strategy(ty.child(field));
-            if let Some(Value::Array(items)) = target.get_mut(field) {
-                reorder(items, order, strategy);
-            }
-        }
-    }
-    if let Some(keep) = keep {
-        target.retain(|key, _| keep.contains(key.as_str()));
-    }
-    Ok(())
+    Ok(original)
 }
 
-/// The keys a `$retainKeys` list keeps, checked as apimachinery checks it
-/// (`applyRetainKeysDirective`): a list, naming every key the map's patch sets (but for `null`
-/// values and the list directives), else `invalid patch format of retainKeys` (400).
-fn retained_keys<'a>(
-    retain: &'a Value,
-    patch: &Map<String, Value>,
-) -> Result<HashSet<&'a str>, ApiError> {
+/// A patch value placed where the object has nothing of its type: its `null` members dropped
+/// (`discardNullValuesFromPatch`), then its maps with a `$patch` directive
+/// (`removeDirectives`); `None` when it is such a map itself.
+fn placed(mut value: Value) -> Option<Value> {
+    discard_nulls(&mut value);
+    remove_directives(value)
+}
+
+/// apimachinery's `discardNullValuesFromPatch`: the `null` members of every map within
+/// `value` dropped (a list keeps its `null` items).
+fn discard_nulls(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.retain(|_, member| !member.is_null());
+            map.values_mut().for_each(discard_nulls);
+        }
+        Value::Array(items) => items.iter_mut().for_each(discard_nulls),
+        _ => {}
+    }
+}
+
+/// apimachinery's `removeDirectives`: every map holding `$patch` dropped (from its map or
+/// list), `None` when `value` is one. Other directive keys stay.
+fn remove_directives(value: Value) -> Option<Value> {
+    match value {
+        Value::Object(map) if map.contains_key(DIRECTIVE) => None,
+        Value::Object(map) => Some(Value::Object(
+            map.into_iter()
+                .filter_map(|(key, member)| remove_directives(member).map(|member| (key, member)))
+                .collect(),
+        )),
+        Value::Array(items) => Some(Value::Array(
+            items.into_iter().filter_map(remove_directives).collect(),
+        )),
+        other => Some(other),
+    }
+}
+
+/// apimachinery's `applyRetainKeysDirective`: a `$retainKeys` list, naming every key the
+/// map's patch sets (but for `null` values and the list directives), else `invalid patch
+/// format of retainKeys` (400), drops the object's other keys before the merge.
+fn apply_retain_keys(
+    original: &mut Map<String, Value>,
+    patch: &mut Map<String, Value>,
+) -> Result<(), ApiError> {
+    let Some(retain) = patch.remove(RETAIN_KEYS) else {
+        return Ok(());
+    };
     // `mergepatch.ErrBadPatchFormatForRetainKeys`, a sentinel kube answers with 400.
     let bad = || ApiError::bad_request("invalid patch format of retainKeys");
     let Value::Array(keys) = retain else {
@@ -1798,7 +1898,6 @@ fn retained_keys<'a>(
     let keep: HashSet<&str> = keys.iter().filter_map(Value::as_str).collect();
     let unlisted = patch.iter().any(|(key, value)| {
         !value.is_null()
-            && key != RETAIN_KEYS
             && !key.starts_with(DELETE_FROM_PRIMITIVE_LIST)
             && !key.starts_with(SET_ELEMENT_ORDER)
             && !keep.contains(key.as_str())
@@ -1806,178 +1905,563 @@ fn retained_keys<'a>(
     if unlisted {
         return Err(bad());
     }
-    Ok(keep)
+    original.retain(|key, _| keep.contains(key.as_str()));
+    Ok(())
 }
 
-/// Orders `items` as `order` lists them; items not in `order` keep their relative order after
-/// the listed ones (Kubernetes places server-only items by their original position; after is a
-/// good enough approximation for display order).
-fn reorder(items: &mut Vec<Value>, order: &[Value], strategy: ListStrategy<'_>) {
-    if strategy == ListStrategy::Replace {
-        return;
-    }
-    // What identifies an item: its merge key's value, or (a set) the item itself; each
-    // item's place looked up once, so long lists order in linear time.
-    let identity = |item: &Value| -> Option<String> {
-        match strategy {
-            ListStrategy::MergeByKey(key) => item.get(key).map(Value::to_string),
-            ListStrategy::MergeSet => Some(item.to_string()),
-            ListStrategy::Replace => None,
-        }
-    };
-    let mut places: HashMap<String, usize> = HashMap::with_capacity(order.len());
-    for (place, entry) in order.iter().enumerate() {
-        if let Some(id) = identity(entry) {
-            places.entry(id).or_insert(place);
-        }
-    }
-    let position = |item: &Value| identity(item).and_then(|id| places.get(&id).copied());
-    let mut keyed: Vec<(usize, usize, Value)> = items
-        .drain(..)
-        .enumerate()
-        .map(|(index, item)| (position(&item).unwrap_or(usize::MAX), index, item))
-        .collect();
-    keyed.sort_by_key(|(position, index, _)| (*position, *index));
-    items.extend(keyed.into_iter().map(|(_, _, item)| item));
-}
-
-/// Merges one patch value into the original value of the same key. `None` deletes the key.
-fn merge_value(
-    original: Option<Value>,
-    patch: &Value,
-    path: &mut Vec<String>,
+/// apimachinery's `mergePatchIntoOriginal`: each `$setElementOrder/<field>` merges the patch's
+/// `<field>` (if any) into the object's, checks the patch's list against the order, and
+/// orders the result by it (the order's items first among the patch's, the object's others
+/// interleaved by their place in the object). The lists it merged leave the patch.
+fn merge_ordered_lists(
+    original: &mut Map<String, Value>,
+    patch: &mut Map<String, Value>,
     ty: Ty<'_>,
-) -> Result<Option<Value>, ApiError> {
-    match patch {
-        Value::Null => Ok(None),
-        Value::Object(_) if replaces_map(ty) => Ok(Some(strip_directives(patch))),
-        Value::Object(patch_map) => {
-            let original = match original {
-                Some(Value::Object(map)) => map,
-                _ => Map::new(),
-            };
-            Ok(merge_map(original, patch_map, path, ty)?.map(Value::Object))
+) -> Result<(), ApiError> {
+    let keys: Vec<String> = patch
+        .keys()
+        .filter(|key| key.starts_with(SET_ELEMENT_ORDER))
+        .cloned()
+        .collect();
+    for key in keys {
+        let Some(order) = patch.remove(&key) else {
+            continue;
+        };
+        let Value::Array(order) = order else {
+            return Err(bad_arg_type(LIST, &order));
+        };
+        // `mergepatch.ErrBadPatchFormatForSetElementOrderList`, a sentinel kube answers 400.
+        let field = directive_field(&key, SET_ELEMENT_ORDER)
+            .ok_or_else(|| ApiError::bad_request("invalid patch format of setElementOrder list"))?;
+        let original_list = match original.get(field) {
+            None => None,
+            Some(Value::Array(_)) => original.remove(field).map(|list| match list {
+                Value::Array(items) => items,
+                _ => Vec::new(),
+            }),
+            Some(other) => return Err(bad_arg_type(LIST, other)),
+        };
+        let patch_list = match patch.get(field) {
+            None => None,
+            Some(Value::Array(_)) => patch.remove(field).map(|list| match list {
+                Value::Array(items) => items,
+                _ => Vec::new(),
+            }),
+            Some(other) => return Err(bad_arg_type(LIST, other)),
+        };
+        let field_ty = ty.child(field);
+        let strategy = field_strategy(field_ty)?;
+        let merge_key = field_ty.patch_markers().1.filter(|key| !key.is_empty());
+        check_order(patch_list.as_deref().unwrap_or_default(), &order, merge_key)?;
+        let mut server_order = original_list.clone().unwrap_or_default();
+        let kind = element_type(&[&server_order, patch_list.as_deref().unwrap_or_default()]);
+        if let (Some(key), Some(items), "merge", Ok(&MAP)) =
+            (merge_key, patch_list.as_deref(), strategy, kind.as_ref())
+        {
+            server_order = as_go_leaves_it(server_order, items, key);
         }
-        Value::Array(patch_items) => match list_strategy(ty) {
-            ListStrategy::Replace => Ok(Some(strip_directives(patch))),
-            ListStrategy::MergeSet => {
-                let mut items = match original {
-                    Some(Value::Array(items)) => items,
-                    _ => Vec::new(),
-                };
-                let mut present: HashSet<String> = items.iter().map(Value::to_string).collect();
-                for item in patch_items {
-                    if present.insert(item.to_string()) {
-                        items.push(item.clone());
-                    }
-                }
-                Ok(Some(Value::Array(items)))
+        let merged = match (original_list, patch_list) {
+            (Some(items), None) => items,
+            (None, Some(items)) => items.into_iter().filter_map(remove_directives).collect(),
+            (Some(current), Some(items)) => {
+                merge_list_with(current, items, field_ty, strategy, merge_key, false)?
             }
-            ListStrategy::MergeByKey(key) => {
-                let original = match original {
-                    Some(Value::Array(items)) => items,
-                    _ => Vec::new(),
-                };
-                merge_keyed_list(original, patch_items, key, path, ty.items())
-                    .map(|items| Some(Value::Array(items)))
-            }
-        },
-        scalar => Ok(Some(scalar.clone())),
+            (None, None) => continue,
+        };
+        let (patch_items, server_only) = partition(merged, &order, merge_key)?;
+        let maps = kind? == MAP;
+        let ordered = element_order(
+            patch_items,
+            server_only,
+            &order,
+            &server_order,
+            merge_key,
+            maps,
+        )?;
+        original.insert(field.to_owned(), Value::Array(ordered));
     }
+    Ok(())
 }
 
-fn merge_keyed_list(
-    items: Vec<Value>,
-    patch_items: &[Value],
-    key: &str,
-    path: &mut Vec<String>,
-    item_ty: Ty<'_>,
-) -> Result<Vec<Value>, ApiError> {
-    // A `{"$patch": "replace"}` item replaces the whole list with the other patch items.
-    let replace = patch_items
+/// The object's list of maps as apimachinery's `mergePatchIntoOriginal` reads it after
+/// merging the patch's list into it, for the place of each item: Go merges into the object's
+/// list in place, so the slice it then reads (as long as the object's list) holds the items
+/// `deleteMatchingEntries` left, shifted forward (in their order); then, in the slots the
+/// deletions freed, the items `mergeSliceWithoutSpecialElements` appended (none after a
+/// `$patch: replace` item, which makes a new list); in the slots still left, what each
+/// deletion's shift left there (the last item of the list as it was just before that
+/// deletion). Without deletions the list reads as it was. Worked out in one pass, without
+/// moving items one deletion at a time.
+fn as_go_leaves_it(slots: Vec<Value>, patch: &[Value], key: &str) -> Vec<Value> {
+    let deletes = |item: &Value| item.get(DIRECTIVE).and_then(Value::as_str) == Some("delete");
+    if !patch.iter().any(deletes) {
+        return slots;
+    }
+    let n = slots.len();
+    // The places of each merge key's value, in list order.
+    let mut places: HashMap<String, Vec<usize>> = HashMap::new();
+    for (place, slot) in slots.iter().enumerate() {
+        if let Some(value) = slot.get(key) {
+            places.entry(value.to_string()).or_default().push(place);
+        }
+    }
+    let mut removed = vec![false; n];
+    // `tail[k]`: what the k-th single deletion left in slot `n - 1 - k`.
+    let mut tail: Vec<usize> = Vec::new();
+    let mut end = n;
+    for item in patch.iter().filter(|item| deletes(item)) {
+        let Some(value) = item.get(key) else {
+            return slots;
+        };
+        for place in places.remove(&value.to_string()).unwrap_or_default() {
+            while end > 0 && removed[end - 1] {
+                end -= 1;
+            }
+            tail.push(end - 1);
+            removed[place] = true;
+        }
+    }
+    let live: Vec<usize> = (0..n).filter(|&place| !removed[place]).collect();
+    let mut view: Vec<Value> = live.iter().map(|&place| slots[place].clone()).collect();
+    let replaced = patch
         .iter()
         .any(|item| item.get(DIRECTIVE).and_then(Value::as_str) == Some("replace"));
-    // The items in slots (a removed one leaves an empty slot), and the slots of each merge
-    // key's value in list order: each patch item finds its item in constant time, so a patch
-    // of a long list merges in linear time (a scan per item took seconds at 16,000 items).
-    let mut slots: Vec<Option<Value>> = if replace {
-        Vec::new()
-    } else {
-        items.into_iter().map(Some).collect()
-    };
-    let mut by_key: HashMap<String, VecDeque<usize>> = HashMap::new();
-    for (slot, item) in slots.iter().enumerate() {
-        if let Some(value) = item.as_ref().and_then(|i| i.get(key)) {
-            by_key.entry(value.to_string()).or_default().push_back(slot);
+    if !replaced {
+        let mut present: HashSet<String> = live
+            .iter()
+            .filter_map(|&place| slots[place].get(key).map(Value::to_string))
+            .collect();
+        for item in patch.iter().filter(|item| item.get(DIRECTIVE).is_none()) {
+            if view.len() == n {
+                break;
+            }
+            let Some(value) = item.get(key) else {
+                break;
+            };
+            if present.insert(value.to_string()) {
+                view.push(item.clone());
+            }
         }
     }
-    for patch_item in patch_items {
-        let Value::Object(patch_map) = patch_item else {
-            return Err(smp_error(
-                path,
-                format!(
-                    "items of this list must be objects merged by {key:?}, not {}",
-                    type_name(patch_item)
-                ),
+    while view.len() < n {
+        let k = n - 1 - view.len();
+        view.push(slots[tail[k]].clone());
+    }
+    view
+}
+
+/// apimachinery's `validatePatchWithSetOrderList`: the patch's list (its deletions left out)
+/// must follow the `$setElementOrder` list's order, every item in it.
+fn check_order(
+    patch_list: &[Value],
+    order: &[Value],
+    merge_key: Option<&str>,
+) -> Result<(), ApiError> {
+    if order.is_empty() || patch_list.is_empty() {
+        return Ok(());
+    }
+    let kept: Vec<&Value> = match merge_key {
+        Some(_) => {
+            let mut kept = Vec::new();
+            for item in patch_list {
+                let Value::Object(map) = item else {
+                    return Err(bad_arg_type(MAP, item));
+                };
+                if map.get(DIRECTIVE).and_then(Value::as_str) != Some("delete") {
+                    kept.push(item);
+                }
+            }
+            kept
+        }
+        None => patch_list.iter().collect(),
+    };
+    let (mut at, mut in_order) = (0, 0);
+    while at < kept.len() && in_order < order.len() {
+        if kept[at]
+            .as_object()
+            .is_some_and(|map| map.contains_key(DIRECTIVE))
+        {
+            at += 1;
+            continue;
+        }
+        if merge_key_value_equal(kept[at], &order[in_order], merge_key)? {
+            at += 1;
+        }
+        in_order += 1;
+    }
+    if at < kept.len() && in_order >= order.len() {
+        return Err(smp_refusal(format!(
+            "The order in patch list:\n{}\n doesn't match {SET_ELEMENT_ORDER} list:\n{}\n",
+            go_text(&Value::Array(patch_list.to_vec())),
+            go_text(&Value::Array(order.to_vec()))
+        )));
+    }
+    Ok(())
+}
+
+/// apimachinery's `mergeKeyValueEqual`.
+fn merge_key_value_equal(
+    left: &Value,
+    right: &Value,
+    merge_key: Option<&str>,
+) -> Result<bool, ApiError> {
+    let Some(key) = merge_key else {
+        // Go's `==` on two maps or two lists panics.
+        if go_type(left) == go_type(right) && (left.is_object() || left.is_array()) {
+            return Err(panicked(&format!(
+                "runtime error: comparing uncomparable type {}",
+                go_type(left)
+            )));
+        }
+        return Ok(left == right);
+    };
+    let Value::Object(left_map) = left else {
+        return Err(bad_arg_type(MAP, left));
+    };
+    let Value::Object(right_map) = right else {
+        return Err(bad_arg_type(MAP, right));
+    };
+    let Some(left_value) = left_map.get(key) else {
+        return Err(no_merge_key(left_map, key));
+    };
+    let Some(right_value) = right_map.get(key) else {
+        return Err(no_merge_key(right_map, key));
+    };
+    Ok(left_value == right_value)
+}
+
+/// apimachinery's `mergeSliceHandler` for a field whose object and patch values are lists.
+fn merge_list_field(
+    current: Vec<Value>,
+    patch: Vec<Value>,
+    field: Ty<'_>,
+    delete_list: bool,
+) -> Result<Vec<Value>, ApiError> {
+    let strategy = field_strategy(field)?;
+    let merge_key = field.patch_markers().1.filter(|key| !key.is_empty());
+    merge_list_with(current, patch, field, strategy, merge_key, delete_list)
+}
+
+/// `mergeSliceHandler` with the field's strategy and merge key: a `merge` list (or a
+/// deletion list) merged ([`merge_list`]), any other replaced by the patch's, as it is.
+fn merge_list_with(
+    current: Vec<Value>,
+    patch: Vec<Value>,
+    field: Ty<'_>,
+    strategy: &str,
+    merge_key: Option<&str>,
+    delete_list: bool,
+) -> Result<Vec<Value>, ApiError> {
+    if strategy == "merge" || delete_list {
+        merge_list(
+            current,
+            patch,
+            field.items_or_self(),
+            merge_key,
+            delete_list,
+        )
+    } else {
+        Ok(patch)
+    }
+}
+
+/// apimachinery's `sliceElementType`: the Go type all items of the lists share; 422 for a
+/// list of lists (`mergepatch.ErrNoListOfLists`, a sentinel kube answers so), its errors for
+/// items of two types or no items, and Go's nil pointer panic for a `null` first item (Go asks
+/// the kind of its nil type), which kube-apiserver answers as any panic.
+fn element_type(lists: &[&[Value]]) -> Result<&'static str, ApiError> {
+    let mut kind = None;
+    for item in lists.iter().flat_map(|list| list.iter()) {
+        let item_type = go_type(item);
+        match kind {
+            None if item.is_null() => return Err(panicked(NIL_POINTER)),
+            None if item_type == LIST => {
+                return Err(unprocessable_smp("lists of lists are not supported"));
+            }
+            None => kind = Some(item_type),
+            Some(kind) if kind != item_type => {
+                let lists: Vec<Value> = lists
+                    .iter()
+                    .map(|list| Value::Array(list.to_vec()))
+                    .collect();
+                return Err(smp_refusal(format!(
+                    "list element types are not identical: {}",
+                    go_text(&Value::Array(lists))
+                )));
+            }
+            Some(_) => {}
+        }
+    }
+    kind.ok_or_else(|| smp_refusal("no elements in any of the given slices".to_owned()))
+}
+
+/// `NewGenericServerResponse(422, ...)` with apimachinery's error as its cause, as
+/// kube-apiserver answers `ErrNoListOfLists` and `ErrPatchContentNotMatchRetainKeys`.
+fn unprocessable_smp(message: &str) -> ApiError {
+    unprocessable(message)
+}
+
+/// apimachinery's `mergeSlice`: a merging list's items merged (maps by `merge_key`, scalars
+/// as a set, a deletion list's scalars removed), then ordered ([`element_order`]).
+fn merge_list(
+    original: Vec<Value>,
+    patch: Vec<Value>,
+    item_ty: Ty<'_>,
+    merge_key: Option<&str>,
+    delete_list: bool,
+) -> Result<Vec<Value>, ApiError> {
+    if original.is_empty() && patch.is_empty() {
+        return Ok(original);
+    }
+    let maps = element_type(&[&original, &patch])? == MAP;
+    let (server_order, patch, merged) = if maps {
+        let Some(key) = merge_key else {
+            // What `PatchMetaFromStruct.Name()` says of the items' Go type.
+            return Err(smp_refusal(
+                "cannot merge lists without merge key for struct".to_owned(),
             ));
         };
-        let directive = match patch_map.get(DIRECTIVE) {
-            None => None,
-            Some(Value::String(d)) if matches!(d.as_str(), "replace" | "delete") => {
-                Some(d.as_str())
+        let (original, patch) = special_items(original, patch, key)?;
+        let merged = merge_items(original.clone(), &patch, key, item_ty)?;
+        (original, patch, merged)
+    } else {
+        if delete_list {
+            let doomed: HashSet<String> = patch.iter().map(|item| identity(item, None)).collect();
+            return Ok(original
+                .into_iter()
+                .filter(|item| !doomed.contains(&identity(item, None)))
+                .collect());
+        }
+        let mut seen = HashSet::new();
+        let merged: Vec<Value> = original
+            .iter()
+            .chain(&patch)
+            .filter(|item| seen.insert(identity(item, None)))
+            .cloned()
+            .collect();
+        (original, patch, merged)
+    };
+    let (patch_items, server_only) = partition(merged, &patch, merge_key)?;
+    element_order(
+        patch_items,
+        server_only,
+        &patch,
+        &server_order,
+        merge_key,
+        maps,
+    )
+}
+
+/// apimachinery's `mergeSliceWithSpecialElements`: the patch's `$patch` items applied (a
+/// `delete` removes every item with its merge key's value, a `replace` makes the patch's
+/// other items the list), the object's remaining items and the patch's other items returned.
+fn special_items(
+    mut original: Vec<Value>,
+    patch: Vec<Value>,
+    key: &str,
+) -> Result<(Vec<Value>, Vec<Value>), ApiError> {
+    let mut plain = Vec::with_capacity(patch.len());
+    let mut replace = false;
+    // The merge key values to delete, gathered first (every item with one goes, whatever the
+    // order), so the deletions cost one pass over the list.
+    let mut doomed: HashSet<String> = HashSet::new();
+    for item in patch {
+        let Some(directive) = item.get(DIRECTIVE) else {
+            plain.push(item);
+            continue;
+        };
+        match directive.as_str() {
+            Some("delete") => {
+                let Some(value) = item.get(key) else {
+                    return Err(no_merge_key(item.as_object().unwrap_or(&Map::new()), key));
+                };
+                doomed.insert(value.to_string());
             }
-            // apimachinery's `mergeSliceWithSpecialElements`: an error without a status.
-            Some(Value::String(d)) if d == "merge" => {
+            Some("replace") => replace = true,
+            Some("merge") => {
                 return Err(smp_refusal(
                     "merging lists cannot yet be specified in the patch".to_owned(),
                 ));
             }
-            Some(other) => return Err(bad_patch_type(other, patch_map)),
-        };
-        // The item that says `replace` is not an item (apimachinery's
-        // `mergeSliceWithSpecialElements` leaves it out whatever else it holds).
-        if directive == Some("replace") {
-            continue;
-        }
-        let Some(key_value) = patch_map.get(key) else {
-            return Err(smp_refusal(format!(
-                "map: {} does not contain declared merge key: {key}",
-                go_text(&Value::Object(patch_map.clone()))
-            )));
-        };
-        let id = key_value.to_string();
-        // The first item with this key still in the list.
-        let found = by_key.get(&id).and_then(|q| q.front().copied());
-        let forget = |by_key: &mut HashMap<String, VecDeque<usize>>| {
-            if let Some(queue) = by_key.get_mut(&id) {
-                queue.pop_front();
-            }
-        };
-        match (directive, found) {
-            (Some("delete"), Some(index)) => {
-                slots[index] = None;
-                forget(&mut by_key);
-            }
-            (Some("delete"), None) => {}
-            (_, Some(index)) => {
-                let original = match slots[index].take() {
-                    Some(Value::Object(map)) => map,
-                    _ => Map::new(),
-                };
-                match merge_map(original, patch_map, path, item_ty)? {
-                    Some(map) => slots[index] = Some(Value::Object(map)),
-                    None => forget(&mut by_key),
-                }
-            }
-            (_, None) => {
-                if let Some(map) = merge_map(Map::new(), patch_map, path, item_ty)? {
-                    by_key.entry(id).or_default().push_back(slots.len());
-                    slots.push(Some(Value::Object(map)));
-                }
+            _ => {
+                return Err(bad_patch_type(
+                    directive,
+                    item.as_object().unwrap_or(&Map::new()),
+                ));
             }
         }
     }
-    Ok(slots.into_iter().flatten().collect())
+    if !doomed.is_empty() {
+        original.retain(|kept| {
+            kept.get(key)
+                .is_none_or(|value| !doomed.contains(&value.to_string()))
+        });
+    }
+    Ok(if replace {
+        (plain, Vec::new())
+    } else {
+        (original, plain)
+    })
+}
+
+/// apimachinery's `mergeSliceWithoutSpecialElements`: each patch item merged into the first
+/// item with its merge key's value, or appended as it is.
+fn merge_items(
+    mut items: Vec<Value>,
+    patch: &[Value],
+    key: &str,
+    item_ty: Ty<'_>,
+) -> Result<Vec<Value>, ApiError> {
+    // The first item of each merge key's value: each patch item finds its item in constant
+    // time, so a patch of a long list merges in linear time (a scan per item took seconds at
+    // 16,000 items).
+    let mut places: HashMap<String, usize> = HashMap::with_capacity(items.len());
+    for (place, item) in items.iter().enumerate() {
+        if let Some(value) = item.get(key) {
+            places.entry(value.to_string()).or_insert(place);
+        }
+    }
+    for patch_item in patch {
+        let Value::Object(patch_map) = patch_item else {
+            return Err(bad_arg_type(MAP, patch_item));
+        };
+        let Some(value) = patch_map.get(key) else {
+            return Err(no_merge_key(patch_map, key));
+        };
+        match places.get(&value.to_string()) {
+            Some(&place) => {
+                let current = match std::mem::take(&mut items[place]) {
+                    Value::Object(map) => map,
+                    _ => Map::new(),
+                };
+                items[place] = Value::Object(merge_map(current, patch_map.clone(), item_ty)?);
+            }
+            None => {
+                places.insert(value.to_string(), items.len());
+                items.push(patch_item.clone());
+            }
+        }
+    }
+    Ok(items)
+}
+
+/// apimachinery's `partitionMapsByPresentInList` (with a merge key) or
+/// `partitionPrimitivesByPresentInList`: the items `by` holds, and the others.
+fn partition(
+    merged: Vec<Value>,
+    by: &[Value],
+    merge_key: Option<&str>,
+) -> Result<(Vec<Value>, Vec<Value>), ApiError> {
+    let Some(key) = merge_key else {
+        // Go keys a map by the items (`inPatch[v]`), `by`'s first, and panics on a map or a
+        // list (`$setElementOrder` of a list of maps without a merge key).
+        if let Some(item) = by
+            .iter()
+            .chain(&merged)
+            .find(|item| item.is_object() || item.is_array())
+        {
+            return Err(panicked(&format!(
+                "runtime error: hash of unhashable type {}",
+                go_type(item)
+            )));
+        }
+        let present: HashSet<String> = by.iter().map(|item| identity(item, None)).collect();
+        return Ok(merged
+            .into_iter()
+            .partition(|item| present.contains(&identity(item, None))));
+    };
+    // `findMapInSliceBasedOnKeyValue` scans `by` and fails at its first item that is not a
+    // map, unless it matched before it.
+    let first_not_map = by.iter().position(|item| !item.is_object());
+    let present: HashSet<String> = by[..first_not_map.unwrap_or(by.len())]
+        .iter()
+        .filter_map(|item| item.get(key).map(Value::to_string))
+        .collect();
+    let (mut inside, mut outside) = (Vec::new(), Vec::new());
+    for item in merged {
+        let Value::Object(map) = &item else {
+            return Err(bad_arg_type(MAP, &item));
+        };
+        let Some(value) = map.get(key) else {
+            return Err(no_merge_key(map, key));
+        };
+        if present.contains(&value.to_string()) {
+            inside.push(item);
+        } else if let Some(place) = first_not_map {
+            return Err(smp_refusal(format!("value for key {place} is not a map")));
+        } else {
+            outside.push(item);
+        }
+    }
+    Ok((inside, outside))
+}
+
+/// apimachinery's `normalizeElementOrder`: the patch's items ordered by `patch_order`, the
+/// others by `server_order`, then interleaved (`mergeSortedSlice`): an item of the object
+/// goes before the next patch item when the object had it before that one.
+fn element_order(
+    patch_items: Vec<Value>,
+    server_only: Vec<Value>,
+    patch_order: &[Value],
+    server_order: &[Value],
+    merge_key: Option<&str>,
+    maps: bool,
+) -> Result<Vec<Value>, ApiError> {
+    let key = if maps { merge_key } else { None };
+    let patch_items = sorted_by(patch_items, patch_order, key, maps)?;
+    let server_only = sorted_by(server_only, server_order, key, maps)?;
+    let places = Places::of(server_order, key);
+    let mut out = Vec::with_capacity(patch_items.len() + server_only.len());
+    let mut left = server_only.into_iter().peekable();
+    let mut right = patch_items.into_iter().peekable();
+    loop {
+        let take_left = match (left.peek(), right.peek()) {
+            (None, None) => break,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (Some(l), Some(r)) => match (places.get(l, key), places.get(r, key)) {
+                (Some(l), Some(r)) => l < r,
+                _ => false,
+            },
+        };
+        let next = if take_left { left.next() } else { right.next() };
+        out.extend(next);
+    }
+    Ok(out)
+}
+
+/// apimachinery's `normalizeSliceOrder`: `items` stably ordered by their place in `order`
+/// (for maps: every item of both must have the merge key, and `$patch: delete` items go last).
+/// Go's comparison calls an item missing from `order` less than any; every caller's items are
+/// all in `order`, so a stable sort by place (missing ones last) is the same order.
+fn sorted_by(
+    items: Vec<Value>,
+    order: &[Value],
+    key: Option<&str>,
+    maps: bool,
+) -> Result<Vec<Value>, ApiError> {
+    let mut doomed = Vec::new();
+    let mut items = items;
+    if maps {
+        let merge_key = key.unwrap_or_default();
+        for item in items.iter().chain(order) {
+            let Value::Object(map) = item else {
+                return Err(bad_arg_type(MAP, item));
+            };
+            if !map.contains_key(merge_key) {
+                return Err(no_merge_key(map, merge_key));
+            }
+        }
+        let (kept, deleted): (Vec<Value>, Vec<Value>) = items
+            .into_iter()
+            .partition(|item| item.get(DIRECTIVE).and_then(Value::as_str) != Some("delete"));
+        items = kept;
+        doomed = deleted;
+    }
+    let places = Places::of(order, key);
+    items.sort_by_cached_key(|item| places.get(item, key).unwrap_or(usize::MAX));
+    items.extend(doomed);
+    Ok(items)
 }
 
 /// The 422 a patch gets under `fieldValidation=Strict` when its body or its result has
@@ -2534,8 +3018,11 @@ mod tests {
             json!([{"name": "A", "value": "1"}, {"name": "B", "value": "20"}, {"name": "C", "value": "3"}])
         );
         assert_eq!(containers[0]["ports"], json!([{"containerPort": 80}]));
-        assert_eq!(containers[1]["name"], "sidecar");
-        assert_eq!(containers[2], json!({"name": "new", "image": "busybox"}));
+        // apimachinery's order: the patch's items in its order, the object's other items
+        // placed before a patch item only where the object had them before it (`new` is
+        // not in the object, so `sidecar` goes last).
+        assert_eq!(containers[1], json!({"name": "new", "image": "busybox"}));
+        assert_eq!(containers[2]["name"], "sidecar");
         // Unknown lists replace whole.
         let out = apply(
             "pods",
@@ -2599,9 +3086,11 @@ mod tests {
             json!([{"name": "solo", "image": "x"}])
         );
 
+        // A map's `$patch: delete` leaves it empty, as apimachinery's `mergeMap` does (the Go
+        // struct normalisation drops an `omitempty` map field so left; `spec` is a struct).
         let delete_map = json!({"spec": {"$patch": "delete"}});
         let out = apply("pods", PatchType::StrategicMerge, &pod(), &delete_map).unwrap();
-        assert!(out.get("spec").is_none());
+        assert_eq!(out["spec"], json!({}));
     }
 
     #[test]
@@ -2613,7 +3102,8 @@ mod tests {
             "spec": {"strategy": {"$retainKeys": ["type"], "type": "Recreate"}}
         });
         let out = apply("deployments", PatchType::StrategicMerge, &original, &patch).unwrap();
-        assert_eq!(out["metadata"]["finalizers"], json!(["a", "c"]));
+        // The patch's items in its order (`b` deleted whichever goes first).
+        assert_eq!(out["metadata"]["finalizers"], json!(["c", "a"]));
         assert_eq!(out["spec"]["strategy"], json!({"type": "Recreate"}));
     }
 
@@ -2713,16 +3203,69 @@ mod tests {
                 assert_eq!(err.reason, "", "{patch}");
             }
         }
-        // Refusals of this walk's own.
-        let cases = [
-            (json!({"spec": {"containers": ["web"]}}), "must be objects"),
-            (json!({"$patch": "delete"}), "whole object"),
-        ];
-        for (patch, text) in cases {
+        // Items of another type than the object's in a merging list: apimachinery's
+        // `sliceElementType` error, 500; a list of lists there, its sentinel kube answers 422.
+        let err = apply(
+            "pods",
+            PatchType::StrategicMerge,
+            &pod(),
+            &json!({"spec": {"containers": ["web"]}}),
+        )
+        .unwrap_err();
+        assert_eq!((err.code, err.reason.as_str()), (500, ""));
+        assert!(
+            err.message
+                .starts_with("list element types are not identical: [[map[")
+                && err.message.ends_with("] [web]]"),
+            "{}",
+            err.message
+        );
+        assert!(is_kube_patch_500(&err));
+        let mut no_finalizers = pod();
+        no_finalizers["metadata"]["finalizers"] = json!([]);
+        let err = apply(
+            "pods",
+            PatchType::StrategicMerge,
+            &no_finalizers,
+            &json!({"metadata": {"finalizers": [["a"]]}}),
+        )
+        .unwrap_err();
+        assert_eq!((err.code, err.reason.as_str()), (422, "Invalid"));
+        assert_eq!(
+            err.details.unwrap()["causes"][0]["message"],
+            "lists of lists are not supported"
+        );
+        // A `$setElementOrder` of a list of maps without a merge key: Go hashes its items
+        // (and compares them with the patch's list's, when there is one) and panics, which
+        // kube-apiserver's panic recovery answers.
+        for (patch, cause) in [
+            (
+                json!({"spec": {"$setElementOrder/tolerations": [{"key": "x"}]}}),
+                "runtime error: hash of unhashable type map[string]interface {}",
+            ),
+            (
+                json!({"spec": {"$setElementOrder/tolerations": [{"key": "x"}],
+                    "tolerations": [{"key": "x"}]}}),
+                "runtime error: comparing uncomparable type map[string]interface {}",
+            ),
+        ] {
             let err = apply("pods", PatchType::StrategicMerge, &pod(), &patch).unwrap_err();
-            assert_eq!(err.code, 400, "{patch}");
-            assert!(err.message.contains(text), "{patch}: {}", err.message);
+            assert!(
+                is_json_patch_panic(&err) && is_kube_patch_500(&err),
+                "{err:?}"
+            );
+            assert_eq!(err.details.unwrap()["causes"][0]["message"], cause);
         }
+        // A root `$patch: delete`, refused here (apimachinery leaves `{}`).
+        let err = apply(
+            "pods",
+            PatchType::StrategicMerge,
+            &pod(),
+            &json!({"$patch": "delete"}),
+        )
+        .unwrap_err();
+        assert_eq!(err.code, 400);
+        assert!(err.message.contains("whole object"), "{}", err.message);
         // Not JSON: Go's error; `null`: no change; a `$retainKeys` listing the patch's keys
         // keeps only those.
         let err = apply_patch(&def("pods"), PatchType::StrategicMerge, &pod(), b"{x").unwrap_err();
@@ -2763,7 +3306,7 @@ mod tests {
         path.split('.')
             .fold(crate::apply::schema_root(&def(plural), None), |ty, step| {
                 if step == "[]" {
-                    ty.items()
+                    ty.items_or_self()
                 } else {
                     ty.child(step)
                 }
@@ -2825,8 +3368,14 @@ mod tests {
                 "{plural} {path}"
             );
         }
-        assert!(replaces_map(ty_at("poddisruptionbudgets", "spec.selector")));
-        assert!(!replaces_map(ty_at("deployments", "spec.selector")));
+        assert_eq!(
+            field_strategy(ty_at("poddisruptionbudgets", "spec.selector")).unwrap(),
+            "replace"
+        );
+        assert_eq!(
+            field_strategy(ty_at("deployments", "spec.selector")).unwrap(),
+            ""
+        );
     }
 
     #[test]
@@ -2964,6 +3513,81 @@ mod tests {
             within(value, false)
         }
 
+        /// Go's slice operations on the object's list, one at a time, as `mergeSlice` runs
+        /// them in place: each `$patch: delete` item's `deleteMatchingEntries` (the first
+        /// match removed by `append(s[:k], s[k+1:]...)` until none is left), then, unless a
+        /// `replace` item made a new list, `mergeSliceWithoutSpecialElements`' appends; what
+        /// the object's slice (its length unchanged) then holds.
+        fn go_in_place(mut slots: Vec<Value>, patch: &[Value], key: &str) -> Vec<Value> {
+            let n = slots.len();
+            let mut len = n;
+            for item in patch {
+                if item.get(DIRECTIVE) != Some(&json!("delete")) {
+                    continue;
+                }
+                let value = &item[key];
+                while let Some(at) = slots[..len]
+                    .iter()
+                    .position(|slot| slot.get(key) == Some(value))
+                {
+                    for place in at..len - 1 {
+                        slots[place] = slots[place + 1].clone();
+                    }
+                    len -= 1;
+                }
+            }
+            if patch
+                .iter()
+                .any(|item| item.get(DIRECTIVE) == Some(&json!("replace")))
+            {
+                return slots;
+            }
+            let mut beyond: Vec<Value> = Vec::new();
+            for item in patch.iter().filter(|item| item.get(DIRECTIVE).is_none()) {
+                let value = &item[key];
+                let present = slots[..len.min(n)]
+                    .iter()
+                    .chain(&beyond)
+                    .any(|slot| slot.get(key) == Some(value));
+                if present {
+                    continue;
+                }
+                if len < n {
+                    slots[len] = item.clone();
+                } else {
+                    beyond.push(item.clone());
+                }
+                len += 1;
+            }
+            slots
+        }
+
+        /// A list of maps keyed by `name` (few names, so repeated), with an `i` telling apart
+        /// items of one name.
+        fn arb_keyed_list() -> impl Strategy<Value = Vec<Value>> {
+            prop::collection::vec((0..5u8, any::<u8>()), 0..9).prop_map(|items| {
+                items
+                    .into_iter()
+                    .map(|(name, i)| json!({"name": name.to_string(), "i": i}))
+                    .collect()
+            })
+        }
+
+        /// A patch list for it: plain items, `$patch: delete` items, now and then a
+        /// `$patch: replace` one.
+        fn arb_keyed_patch() -> impl Strategy<Value = Vec<Value>> {
+            prop::collection::vec((0..7u8, 0..8u8), 0..8).prop_map(|items| {
+                items
+                    .into_iter()
+                    .map(|(name, what)| match what {
+                        0..=3 => json!({"name": name.to_string(), "p": what}),
+                        4..=6 => json!({"name": name.to_string(), "$patch": "delete"}),
+                        _ => json!({"$patch": "replace"}),
+                    })
+                    .collect()
+            })
+        }
+
         const TYPES: [PatchType; 4] = [
             PatchType::Merge,
             PatchType::Json,
@@ -2992,6 +3616,18 @@ mod tests {
                 }
             }
 
+            /// Goal: the one-pass reading of the object's list after Go's in-place merge
+            /// (`as_go_leaves_it`) is what Go's slice operations, run one at a time, leave.
+            #[test]
+            fn go_s_in_place_list_read_in_one_pass(
+                list in arb_keyed_list(), patch in arb_keyed_patch()
+            ) {
+                prop_assert_eq!(
+                    as_go_leaves_it(list.clone(), &patch, "name"),
+                    go_in_place(list, &patch, "name")
+                );
+            }
+
             #[test]
             fn strategic_patch_on_unkeyed_fields_is_merge_patch(
                 original in arb_plain_object(), patch in arb_plain_object()
@@ -3011,3 +3647,7 @@ mod tests {
 #[cfg(test)]
 #[path = "patch_v4_tests.rs"]
 mod v4_tests;
+
+#[cfg(test)]
+#[path = "patch_smp_tests.rs"]
+mod smp_tests;

@@ -63,3 +63,45 @@ fn writing_the_deepest_object_fits_half_a_server_stack() {
         assert_eq!(value.to_string(), text);
     });
 }
+
+/// A strategic merge patch as deep as a body may be (`JSON_NESTING_MAX`), of each shape,
+/// placed where the object has nothing (its `null` members and `$patch` maps dropped level by
+/// level) and merged into an object as deep (a merge per level), on half a server thread's
+/// stack; the result is the patch's value.
+#[test]
+fn a_strategic_merge_of_the_deepest_body_fits_half_a_server_stack() {
+    use watchkeeper_api::patch::{JSON_NESTING_MAX, PatchType, apply_patch};
+    let def = watchkeeper_api::builtin_resources()
+        .into_iter()
+        .find(|def| def.plural == "configmaps")
+        .unwrap();
+    for shape in ["objects", "arrays", "mixed"] {
+        let def = def.clone();
+        std::thread::Builder::new()
+            .stack_size(THREAD_STACK / 2)
+            .spawn(move || {
+                let levels = JSON_NESTING_MAX - 1;
+                let (open, close) = match shape {
+                    "objects" => ("{\"a\":".repeat(levels), "}".repeat(levels)),
+                    "arrays" => ("[".repeat(levels), "]".repeat(levels)),
+                    _ => ("{\"a\":[".repeat(levels / 2), "]}".repeat(levels / 2)),
+                };
+                let body = |leaf: u8| format!("{{\"b\":{open}{leaf}{close}}}");
+                let object = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "deep"}});
+                let patch = body(2);
+                let expected = parse_stored(patch.as_bytes()).unwrap();
+                let placed =
+                    apply_patch(&def, PatchType::StrategicMerge, &object, patch.as_bytes())
+                        .unwrap();
+                assert!(placed["b"] == expected["b"]);
+                let merged =
+                    apply_patch(&def, PatchType::StrategicMerge, &placed, body(3).as_bytes())
+                        .unwrap();
+                assert!(merged["b"] != expected["b"]);
+            })
+            .expect("a thread")
+            .join()
+            .expect("the walks finished");
+    }
+}

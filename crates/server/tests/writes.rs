@@ -1105,6 +1105,89 @@ fn nginx_deployment(name: &str) -> String {
     .to_string()
 }
 
+/// Strategic merge patches give what kube-apiserver gives: apimachinery's walk, then the Go
+/// struct. A nested map's `$patch: delete` leaves `{}`, which the kind's `omitempty` map field
+/// then drops; a merged list is in apimachinery's order (`normalizeElementOrder`: the patch's
+/// items first in its order, an item of the object before one of them only where the object
+/// had it before that one, so a container the object lacks goes before the object's); a
+/// container the patch appends keeps no `null` member; a merging list given items of another
+/// type is apimachinery's error, 500 without a reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strategic_merge_patches_as_kube_apiserver_applies_them() {
+    let server = common::server().await;
+    let addr = server.addr;
+    let deployments = "/apis/apps/v1/namespaces/default/deployments";
+    let (status, created) = send_json(
+        addr,
+        "POST",
+        deployments,
+        &serde_json::from_str(&nginx_deployment("smp")).unwrap(),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    let strategic = "application/strategic-merge-patch+json";
+    let path = format!("{deployments}/smp");
+    let names = |object: &Value| -> Vec<String> {
+        object["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|container| container["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let (status, patched) = patch(
+        addr,
+        &path,
+        strategic,
+        r#"{"metadata":{"labels":{"$patch":"delete"}},
+            "spec":{"template":{"spec":{"containers":[{"name":"sidecar","image":"envoy:1"}]}}}}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{patched}");
+    assert!(patched["metadata"].get("labels").is_none(), "{patched}");
+    assert_eq!(names(&patched), ["sidecar", "nginx"]);
+
+    let (status, patched) = patch(
+        addr,
+        &path,
+        strategic,
+        r#"{"spec":{"template":{"spec":{"containers":[
+            {"name":"nginx","image":"nginx:2"},
+            {"name":"third","image":"busybox","workingDir":null,"env":[{"name":"A","value":null}]}]}}}}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{patched}");
+    assert_eq!(names(&patched), ["sidecar", "nginx", "third"]);
+    let third = &patched["spec"]["template"]["spec"]["containers"][2];
+    assert!(third.get("workingDir").is_none(), "{third}");
+    assert_eq!(third["env"], json!([{"name": "A"}]), "{third}");
+    assert_eq!(
+        patched["spec"]["template"]["spec"]["containers"][1]["image"],
+        "nginx:2"
+    );
+
+    let (status, refused) = patch(
+        addr,
+        &path,
+        strategic,
+        r#"{"spec":{"template":{"spec":{"containers":["nginx"]}}}}"#,
+    )
+    .await;
+    assert_eq!(status, 500, "{refused}");
+    assert_eq!(
+        refused["reason"].as_str().unwrap_or_default(),
+        "",
+        "{refused}"
+    );
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("list element types are not identical: [[map["),
+        "{refused}"
+    );
+}
+
 /// `fieldValidation` on what a patch body itself holds, as kube-apiserver's field validation
 /// tests send it (their bodies, messages and warnings): duplicate fields of merge and
 /// strategic merge patches and the unknown and duplicate fields of JSON patch operations come

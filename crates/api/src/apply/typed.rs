@@ -1087,10 +1087,16 @@ impl<'a> Ty<'a> {
         self.entry(key).0
     }
 
-    /// The type of a list's items (deduced for anything else).
+    /// The type of a list's items, or this type itself when it is not a list: what strategic
+    /// merge patch merges a list value's items as (apimachinery's
+    /// `LookupPatchMetadataForSlice`, which takes a field of a struct type holding a list as a
+    /// list of that struct).
     #[must_use]
-    pub(crate) fn items(self) -> Ty<'a> {
-        self.list_item().1
+    pub(crate) fn items_or_self(self) -> Ty<'a> {
+        match self.kind() {
+            Kind::List(_, items) => items,
+            _ => self,
+        }
     }
 
     /// The `default` the schema declares for field `field` of values of this type (a struct,
