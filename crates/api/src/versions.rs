@@ -17,7 +17,8 @@
 //!   object read at v1 and written back is unchanged, its cpu target moved last as kube moves
 //!   it).
 //! - Fields a version does not know stay where they are (kube-apiserver's typed conversion
-//!   would drop them; the schemas' pruning does that on writes).
+//!   would drop them); for a CRD the server prunes the converted object by the schema of the
+//!   version converted to (`structural::prune`), as kube's `schemaCoercingConverter` does.
 //! - Pure functions of their input; nothing here panics.
 
 use serde_json::{Map, Value};

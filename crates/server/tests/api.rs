@@ -2886,6 +2886,102 @@ async fn custom_resources_at_every_served_version() {
     server.shutdown().await;
 }
 
+/// Goal: objects of a CRD with conversion `None` are pruned by the schema of the version they
+/// are converted to, as kube's `schemaCoercingConverter` prunes: a field only the request's
+/// version declares is not stored (the answer, the object as stored read back, has lost it),
+/// and a field only the storage version declares is not read at another version (GET, LIST,
+/// WATCH). kube-rs's example `crd_derive_multi` relies on both ("force downgraded").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn custom_resources_pruned_by_the_version_converted_to() {
+    let server = server().await;
+    let addr = server.addr;
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let schema = |only: &str| {
+        json!({"openAPIV3Schema": {"type": "object", "properties": {
+            "spec": {"type": "object", "properties": {
+                "name": {"type": "string"}, only: {"type": "string"}}}}}})
+    };
+    let mut crd = widget_definition();
+    crd["spec"]["versions"] = json!([
+        {"name": "v1", "served": true, "storage": true, "schema": schema("old")},
+        {"name": "v2", "served": true, "storage": false, "schema": schema("extra")}
+    ]);
+    let (status, created) = send_json(addr, "POST", crds, &crd).await;
+    assert_eq!(status, 201, "{created}");
+    let v1 = "/apis/example.com/v1/namespaces/default/widgets";
+    let v2 = "/apis/example.com/v2/namespaces/default/widgets";
+    let mut v2_watch = WatchReader::open(addr, &format!("{v2}?watch=true"), None).await;
+
+    // Written at the storage version with its own field: read at v2 without it.
+    let (status, written) = send_json(
+        addr,
+        "POST",
+        v1,
+        &json!({"apiVersion": "example.com/v1", "kind": "Widget",
+                "metadata": {"name": "a"}, "spec": {"name": "a", "old": "o"}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{written}");
+    assert_eq!(written["spec"], json!({"name": "a", "old": "o"}));
+    let (status, read) = get_json(addr, &format!("{v2}/a")).await;
+    assert_eq!(status, 200, "{read}");
+    assert_eq!(read["apiVersion"], "example.com/v2");
+    assert_eq!(
+        read["spec"],
+        json!({"name": "a"}),
+        "v2 does not declare old"
+    );
+    let event = v2_watch.next().await.unwrap();
+    assert_eq!(event["type"], "ADDED", "{event}");
+    assert_eq!(event["object"]["spec"], json!({"name": "a"}), "{event}");
+
+    // Written at v2 with v2's own field: stored at v1 without it, and the answer says so.
+    let (status, written) = send_json(
+        addr,
+        "POST",
+        v2,
+        &json!({"apiVersion": "example.com/v2", "kind": "Widget",
+                "metadata": {"name": "b"}, "spec": {"name": "b", "extra": "e"}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{written}");
+    assert_eq!(written["apiVersion"], "example.com/v2");
+    assert_eq!(
+        written["spec"],
+        json!({"name": "b"}),
+        "extra is not stored: {written}"
+    );
+    let (_, stored) = get_json(addr, &format!("{v1}/b")).await;
+    assert_eq!(stored["spec"], json!({"name": "b"}), "{stored}");
+    let event = v2_watch.next().await.unwrap();
+    assert_eq!(event["object"]["spec"], json!({"name": "b"}), "{event}");
+    let (_, list) = get_json(addr, v2).await;
+    let specs: Vec<&Value> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| &item["spec"])
+        .collect();
+    assert_eq!(specs, [&json!({"name": "a"}), &json!({"name": "b"})]);
+
+    // The same for a server-side apply and a merge patch at v2.
+    let apply = json!({"apiVersion": "example.com/v2", "kind": "Widget",
+                       "metadata": {"name": "b"}, "spec": {"name": "b2", "extra": "e"}});
+    let (status, applied) = request(
+        addr,
+        "PATCH",
+        &format!("{v2}/b?fieldManager=m&force=true"),
+        "application/apply-patch+yaml",
+        &apply.to_string(),
+    )
+    .await;
+    assert_eq!(status, 200, "{applied}");
+    let applied: Value = serde_json::from_str(&applied).unwrap();
+    assert_eq!(applied["spec"], json!({"name": "b2"}), "{applied}");
+    let patched = merge_patch(addr, &format!("{v2}/b"), r#"{"spec": {"extra": "again"}}"#).await;
+    assert_eq!(patched["spec"], json!({"name": "b2"}), "{patched}");
+}
+
 /// A client-go-style protobuf watch of pods, decoded by an independent decoder: prost types
 /// generated from Kubernetes' own `generated.proto` files (the k8s-pb crate), as client-go's
 /// generated code decodes them — length-prefixed `WatchEvent`s whose object is the `k8s\0`
