@@ -2724,6 +2724,84 @@ async fn events_are_served_at_both_versions() {
     server.shutdown().await;
 }
 
+/// Goal: `events.k8s.io/v1` Events are selected by kube's field labels for that version
+/// (`AddFieldLabelConversionsForEvent`): `regarding.*`, `reason`, `reportingController`,
+/// `source`, `type`, in a LIST and a WATCH; the core names (`involvedObject.kind`) are
+/// refused there with kube's 400, as the `events.k8s.io` names are at core `v1`. kube-rs's
+/// example `event_watcher --for KIND/NAME` selects so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_are_selected_by_the_fields_of_their_version() {
+    let server = server().await;
+    let addr = server.addr;
+    let v1 = "/apis/events.k8s.io/v1/namespaces/default/events";
+    let selector = "fieldSelector=regarding.kind%3DPod,regarding.name%3Dp";
+    let mut watch = WatchReader::open(addr, &format!("{v1}?watch=true&{selector}"), None).await;
+    for (name, kind, regarded) in [
+        ("other", "Pod", "q"),
+        ("node", "Node", "p"),
+        ("mine", "Pod", "p"),
+    ] {
+        let (status, created) = send_json(
+            addr,
+            "POST",
+            v1,
+            &json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+                    "metadata": {"name": name}, "eventTime": "2026-01-01T00:00:00.000000Z",
+                    "reportingController": "peer/ctl", "reportingInstance": "i",
+                    "action": "Testing", "reason": "Seen", "type": "Normal",
+                    "regarding": {"kind": kind, "name": regarded, "namespace": "default"},
+                    "note": "n"}),
+        )
+        .await;
+        assert_eq!(status, 201, "{created}");
+    }
+    let event = watch.next().await.unwrap();
+    assert_eq!(event["type"], "ADDED", "{event}");
+    assert_eq!(
+        event["object"]["metadata"]["name"], "mine",
+        "the first event selected: {event}"
+    );
+    let names = |list: &Value| -> Vec<String> {
+        list["items"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{list}"))
+            .iter()
+            .map(|item| item["metadata"]["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let (status, list) = get_json(addr, &format!("{v1}?{selector}")).await;
+    assert_eq!(status, 200, "{list}");
+    assert_eq!(names(&list), ["mine"]);
+    for (query, expected) in [
+        ("regarding.kind%3DNode", vec!["node"]),
+        (
+            "reportingController%3Dpeer/ctl,regarding.name%21%3Dp",
+            vec!["other"],
+        ),
+        (
+            "source%3Dpeer/ctl,type%3DNormal,reason%3DSeen,regarding.uid%3D",
+            vec!["mine", "node", "other"],
+        ),
+    ] {
+        let (status, list) = get_json(addr, &format!("{v1}?fieldSelector={query}")).await;
+        assert_eq!(status, 200, "{query}: {list}");
+        assert_eq!(names(&list), expected, "{query}");
+    }
+    for (path, label) in [
+        (v1, "involvedObject.kind"),
+        (v1, "reportingComponent"),
+        ("/api/v1/namespaces/default/events", "regarding.kind"),
+    ] {
+        let (status, refused) =
+            get_json(addr, &format!("{path}?fieldSelector={label}%3DPod")).await;
+        assert_eq!(status, 400, "{path} {label}: {refused}");
+        assert_eq!(
+            refused["message"],
+            format!("field label not supported: {label}")
+        );
+    }
+}
+
 /// Goal: a CustomResourceDefinition with several served versions and conversion `None` (the
 /// common case for operators) is served at each: discovery and routes for every served
 /// version, objects stored at the storage version and read at any other with only
