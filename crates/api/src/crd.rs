@@ -1161,10 +1161,17 @@ impl CustomResource {
 impl CustomResource {
     /// Whether objects read from the store come out the same under `other` as under this
     /// resource: the storage version's schema has the same structure, defaults and pruning
-    /// markers ([`read_shape`]); its validations, descriptions and formats may differ.
+    /// markers ([`read_shape`]), and so has each other version's (whose objects are pruned by
+    /// it when converted); their validations, descriptions and formats may differ.
     #[must_use]
     pub fn same_reads(&self, other: &CustomResource) -> bool {
-        self.schema.as_deref().map(read_shape) == other.schema.as_deref().map(read_shape)
+        let shape = |resource: &CustomResource| resource.schema.as_deref().map(read_shape);
+        shape(self) == shape(other)
+            && self
+                .other_versions
+                .iter()
+                .map(shape)
+                .eq(other.other_versions.iter().map(shape))
     }
 }
 

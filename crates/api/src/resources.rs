@@ -942,6 +942,11 @@ fn builtin_field_value(def: &ResourceDef, object: &Value, field: &str) -> Option
             .and_then(scalar_string)
             .filter(|s| !s.is_empty())
             .or_else(|| lookup(object, "reportingComponent").and_then(scalar_string)),
+        // The same core field, read from the `events.k8s.io/v1` form.
+        ("events.k8s.io", "events", "source") => lookup(object, "deprecatedSource.component")
+            .and_then(scalar_string)
+            .filter(|s| !s.is_empty())
+            .or_else(|| lookup(object, "reportingController").and_then(scalar_string)),
         _ => lookup(object, field).and_then(scalar_string),
     }
 }
@@ -987,7 +992,8 @@ fn add_selectable_values(
     values: &mut BTreeMap<String, String>,
     wanted: impl Fn(&str) -> bool,
 ) {
-    let builtin = def.is_builtin();
+    // `events.k8s.io/v1` Events are core Events (their fields read as Go's zero values too).
+    let builtin = def.is_builtin() || (def.group == "events.k8s.io" && def.plural == "events");
     for field in def.selectable_fields.iter().filter(|field| wanted(field)) {
         let value = if builtin {
             builtin_field_value(def, object, field)

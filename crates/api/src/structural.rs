@@ -954,6 +954,20 @@ pub fn prune_and_default(schema: &Value, object: &mut Value) -> Vec<String> {
     pruned
 }
 
+/// Prunes the fields a structural schema does not declare from a custom resource, as
+/// [`prune_and_default`] does but without applying `default`s: what kube-apiserver's
+/// `schemaCoercingConverter` does to an object it converts from one version of a CRD to
+/// another (to the storage version on a write, to the request's version on a read), with the
+/// schema of the version converted to. Returns the paths of the pruned fields, sorted.
+pub fn prune(schema: &Value, object: &mut Value) -> Vec<String> {
+    let mut pruned = Vec::new();
+    if let Value::Object(fields) = object {
+        walk_object(schema, fields, true, false, &mut String::new(), &mut pruned);
+    }
+    pruned.sort();
+    pruned
+}
+
 /// Whether pruning `value` by `schema` (not at a resource's root) would drop a field: what
 /// kube's CRD validation calls a default with unknown fields. Pruning only, as kube's check
 /// (`structuraldefaulting.validate`: `pruning.Prune` of the default) is: the defaults below
@@ -1054,9 +1068,10 @@ fn walk_object(
     // kube's `PruneNonNullableNullsWithoutDefaults`: a null where the schema declares a field
     // (a property, or `additionalProperties`' schema) that is neither `nullable` nor defaulted
     // is dropped, as if left out (a defaulted one got its default above). A YAML key whose
-    // children are all commented out is such a null.
+    // children are all commented out is such a null. Part of kube's defaulting, so not done
+    // without it (`prune`, the conversion's pruning).
     fields.retain(|key, value| {
-        if !value.is_null() || is_meta(key) {
+        if !defaulting || !value.is_null() || is_meta(key) {
             return true;
         }
         let declared = properties

@@ -17,7 +17,8 @@
 //!   object read at v1 and written back is unchanged, its cpu target moved last as kube moves
 //!   it).
 //! - Fields a version does not know stay where they are (kube-apiserver's typed conversion
-//!   would drop them; the schemas' pruning does that on writes).
+//!   would drop them); for a CRD the server prunes the converted object by the schema of the
+//!   version converted to (`structural::prune`), as kube's `schemaCoercingConverter` does.
 //! - Pure functions of their input; nothing here panics.
 
 use serde_json::{Map, Value};
@@ -37,6 +38,25 @@ const EVENT_RENAMES: &[(&str, &str)] = &[
     ("lastTimestamp", "deprecatedLastTimestamp"),
     ("count", "deprecatedCount"),
     ("reportingComponent", "reportingController"),
+];
+
+/// The field selectors of `events.k8s.io/v1` Events beside `metadata.name` and
+/// `metadata.namespace`: kube's `AddFieldLabelConversionsForEvent`
+/// (`pkg/apis/events/v1/conversion.go`), the core Event's selectable fields under their
+/// `events.k8s.io/v1` names (`involvedObject.*` and `reportingComponent` are not accepted
+/// there: 400 `field label not supported`).
+pub const EVENTS_V1_FIELDS: &[&str] = &[
+    "regarding.kind",
+    "regarding.namespace",
+    "regarding.name",
+    "regarding.uid",
+    "regarding.apiVersion",
+    "regarding.resourceVersion",
+    "regarding.fieldPath",
+    "reason",
+    "reportingController",
+    "source",
+    "type",
 ];
 
 /// How objects of a resource stored at one version read at another.
@@ -139,6 +159,7 @@ pub fn builtin_views(storage: &ResourceDef) -> Vec<(ResourceDef, Conversion)> {
         let mut def = ResourceDef::named("events.k8s.io", "v1", "events", "Event", true);
         def.short_names = vec!["ev".to_owned()];
         def.categories.clone_from(&storage.categories);
+        def.selectable_fields = EVENTS_V1_FIELDS.iter().map(|&f| f.to_owned()).collect();
         return vec![(def, Conversion::EventsV1)];
     }
     if storage.group == "autoscaling" && storage.plural == "horizontalpodautoscalers" {

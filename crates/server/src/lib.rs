@@ -475,7 +475,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
             view_driver.cache.account_in(cache_memory.account().clone());
             input = input.with_view(
                 view_driver.sender(),
-                crate::source::decode::view_convert(&view, &conversion),
+                crate::source::decode::view_convert(&view, &conversion, None),
             );
             let mut resource = Resource::new(view, key_prefix.clone(), view_driver);
             resource.conversion = Some(conversion);

@@ -2724,6 +2724,84 @@ async fn events_are_served_at_both_versions() {
     server.shutdown().await;
 }
 
+/// Goal: `events.k8s.io/v1` Events are selected by kube's field labels for that version
+/// (`AddFieldLabelConversionsForEvent`): `regarding.*`, `reason`, `reportingController`,
+/// `source`, `type`, in a LIST and a WATCH; the core names (`involvedObject.kind`) are
+/// refused there with kube's 400, as the `events.k8s.io` names are at core `v1`. kube-rs's
+/// example `event_watcher --for KIND/NAME` selects so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_are_selected_by_the_fields_of_their_version() {
+    let server = server().await;
+    let addr = server.addr;
+    let v1 = "/apis/events.k8s.io/v1/namespaces/default/events";
+    let selector = "fieldSelector=regarding.kind%3DPod,regarding.name%3Dp";
+    let mut watch = WatchReader::open(addr, &format!("{v1}?watch=true&{selector}"), None).await;
+    for (name, kind, regarded) in [
+        ("other", "Pod", "q"),
+        ("node", "Node", "p"),
+        ("mine", "Pod", "p"),
+    ] {
+        let (status, created) = send_json(
+            addr,
+            "POST",
+            v1,
+            &json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+                    "metadata": {"name": name}, "eventTime": "2026-01-01T00:00:00.000000Z",
+                    "reportingController": "peer/ctl", "reportingInstance": "i",
+                    "action": "Testing", "reason": "Seen", "type": "Normal",
+                    "regarding": {"kind": kind, "name": regarded, "namespace": "default"},
+                    "note": "n"}),
+        )
+        .await;
+        assert_eq!(status, 201, "{created}");
+    }
+    let event = watch.next().await.unwrap();
+    assert_eq!(event["type"], "ADDED", "{event}");
+    assert_eq!(
+        event["object"]["metadata"]["name"], "mine",
+        "the first event selected: {event}"
+    );
+    let names = |list: &Value| -> Vec<String> {
+        list["items"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{list}"))
+            .iter()
+            .map(|item| item["metadata"]["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let (status, list) = get_json(addr, &format!("{v1}?{selector}")).await;
+    assert_eq!(status, 200, "{list}");
+    assert_eq!(names(&list), ["mine"]);
+    for (query, expected) in [
+        ("regarding.kind%3DNode", vec!["node"]),
+        (
+            "reportingController%3Dpeer/ctl,regarding.name%21%3Dp",
+            vec!["other"],
+        ),
+        (
+            "source%3Dpeer/ctl,type%3DNormal,reason%3DSeen,regarding.uid%3D",
+            vec!["mine", "node", "other"],
+        ),
+    ] {
+        let (status, list) = get_json(addr, &format!("{v1}?fieldSelector={query}")).await;
+        assert_eq!(status, 200, "{query}: {list}");
+        assert_eq!(names(&list), expected, "{query}");
+    }
+    for (path, label) in [
+        (v1, "involvedObject.kind"),
+        (v1, "reportingComponent"),
+        ("/api/v1/namespaces/default/events", "regarding.kind"),
+    ] {
+        let (status, refused) =
+            get_json(addr, &format!("{path}?fieldSelector={label}%3DPod")).await;
+        assert_eq!(status, 400, "{path} {label}: {refused}");
+        assert_eq!(
+            refused["message"],
+            format!("field label not supported: {label}")
+        );
+    }
+}
+
 /// Goal: a CustomResourceDefinition with several served versions and conversion `None` (the
 /// common case for operators) is served at each: discovery and routes for every served
 /// version, objects stored at the storage version and read at any other with only
@@ -2884,6 +2962,102 @@ async fn custom_resources_at_every_served_version() {
     assert_eq!(get_json(addr, &gizmos("v1")).await.0, 200);
     assert_eq!(get_json(addr, &gizmos("v1beta1")).await.0, 200);
     server.shutdown().await;
+}
+
+/// Goal: objects of a CRD with conversion `None` are pruned by the schema of the version they
+/// are converted to, as kube's `schemaCoercingConverter` prunes: a field only the request's
+/// version declares is not stored (the answer, the object as stored read back, has lost it),
+/// and a field only the storage version declares is not read at another version (GET, LIST,
+/// WATCH). kube-rs's example `crd_derive_multi` relies on both ("force downgraded").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn custom_resources_pruned_by_the_version_converted_to() {
+    let server = server().await;
+    let addr = server.addr;
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let schema = |only: &str| {
+        json!({"openAPIV3Schema": {"type": "object", "properties": {
+            "spec": {"type": "object", "properties": {
+                "name": {"type": "string"}, only: {"type": "string"}}}}}})
+    };
+    let mut crd = widget_definition();
+    crd["spec"]["versions"] = json!([
+        {"name": "v1", "served": true, "storage": true, "schema": schema("old")},
+        {"name": "v2", "served": true, "storage": false, "schema": schema("extra")}
+    ]);
+    let (status, created) = send_json(addr, "POST", crds, &crd).await;
+    assert_eq!(status, 201, "{created}");
+    let v1 = "/apis/example.com/v1/namespaces/default/widgets";
+    let v2 = "/apis/example.com/v2/namespaces/default/widgets";
+    let mut v2_watch = WatchReader::open(addr, &format!("{v2}?watch=true"), None).await;
+
+    // Written at the storage version with its own field: read at v2 without it.
+    let (status, written) = send_json(
+        addr,
+        "POST",
+        v1,
+        &json!({"apiVersion": "example.com/v1", "kind": "Widget",
+                "metadata": {"name": "a"}, "spec": {"name": "a", "old": "o"}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{written}");
+    assert_eq!(written["spec"], json!({"name": "a", "old": "o"}));
+    let (status, read) = get_json(addr, &format!("{v2}/a")).await;
+    assert_eq!(status, 200, "{read}");
+    assert_eq!(read["apiVersion"], "example.com/v2");
+    assert_eq!(
+        read["spec"],
+        json!({"name": "a"}),
+        "v2 does not declare old"
+    );
+    let event = v2_watch.next().await.unwrap();
+    assert_eq!(event["type"], "ADDED", "{event}");
+    assert_eq!(event["object"]["spec"], json!({"name": "a"}), "{event}");
+
+    // Written at v2 with v2's own field: stored at v1 without it, and the answer says so.
+    let (status, written) = send_json(
+        addr,
+        "POST",
+        v2,
+        &json!({"apiVersion": "example.com/v2", "kind": "Widget",
+                "metadata": {"name": "b"}, "spec": {"name": "b", "extra": "e"}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{written}");
+    assert_eq!(written["apiVersion"], "example.com/v2");
+    assert_eq!(
+        written["spec"],
+        json!({"name": "b"}),
+        "extra is not stored: {written}"
+    );
+    let (_, stored) = get_json(addr, &format!("{v1}/b")).await;
+    assert_eq!(stored["spec"], json!({"name": "b"}), "{stored}");
+    let event = v2_watch.next().await.unwrap();
+    assert_eq!(event["object"]["spec"], json!({"name": "b"}), "{event}");
+    let (_, list) = get_json(addr, v2).await;
+    let specs: Vec<&Value> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| &item["spec"])
+        .collect();
+    assert_eq!(specs, [&json!({"name": "a"}), &json!({"name": "b"})]);
+
+    // The same for a server-side apply and a merge patch at v2.
+    let apply = json!({"apiVersion": "example.com/v2", "kind": "Widget",
+                       "metadata": {"name": "b"}, "spec": {"name": "b2", "extra": "e"}});
+    let (status, applied) = request(
+        addr,
+        "PATCH",
+        &format!("{v2}/b?fieldManager=m&force=true"),
+        "application/apply-patch+yaml",
+        &apply.to_string(),
+    )
+    .await;
+    assert_eq!(status, 200, "{applied}");
+    let applied: Value = serde_json::from_str(&applied).unwrap();
+    assert_eq!(applied["spec"], json!({"name": "b2"}), "{applied}");
+    let patched = merge_patch(addr, &format!("{v2}/b"), r#"{"spec": {"extra": "again"}}"#).await;
+    assert_eq!(patched["spec"], json!({"name": "b2"}), "{patched}");
 }
 
 /// A client-go-style protobuf watch of pods, decoded by an independent decoder: prost types

@@ -43,6 +43,12 @@ pub struct Resource {
     /// fed by the stored resource's reflection ([`InputSender::with_view`]); its key prefix is
     /// the stored resource's.
     pub conversion: Option<watchkeeper_api::versions::Conversion>,
+    /// For another version of a custom resource whose CRD converts with strategy `None`: the
+    /// storage version's schema. A write is pruned by it once converted to the storage
+    /// version ([`Resource::stored_form`]), and its answer is the object as stored, read back
+    /// at this version ([`Resource::answered_form`]), as kube's storage codec converts and
+    /// prunes both ways (`schemaCoercingConverter`).
+    pub storage_schema: Option<std::sync::Arc<serde_json::Value>>,
     /// For another version of a custom resource whose CRD converts with a webhook: the
     /// conversion (its cache is fed through it, its writes and reads call it).
     pub webhook: Option<std::sync::Arc<dyn ConvertedView>>,
@@ -134,22 +140,50 @@ impl Resource {
             removed: std::sync::atomic::AtomicBool::new(false),
             protobuf_incomplete: std::sync::atomic::AtomicBool::new(false),
             conversion: None,
+            storage_schema: None,
             webhook: None,
             earlier_stored: None,
         }
     }
 
     /// The object to store for `object` of this resource's version: converted to the
-    /// storage version for a view, as it is otherwise.
+    /// storage version for a view (and, for another version of a custom resource, pruned by
+    /// the storage version's schema: a field only this version declares is not stored), as
+    /// it is otherwise.
     #[must_use]
     pub fn stored_form<'a>(
         &self,
         object: &'a serde_json::Value,
     ) -> std::borrow::Cow<'a, serde_json::Value> {
         match &self.conversion {
-            Some(conversion) => std::borrow::Cow::Owned(conversion.stored_form(object)),
+            Some(conversion) => {
+                let mut stored = conversion.stored_form(object);
+                if let Some(schema) = &self.storage_schema {
+                    let _pruned = watchkeeper_api::structural::prune(schema, &mut stored);
+                }
+                std::borrow::Cow::Owned(stored)
+            }
             None => std::borrow::Cow::Borrowed(object),
         }
+    }
+
+    /// What a write of `object` (its prepared object, as written) answers at this resource's
+    /// version: for another version of a custom resource, the object as stored
+    /// ([`Self::stored_form`]) read back as a read at this version reads it (the storage
+    /// version's defaults, converted, pruned by this version's schema), as kube's storage
+    /// answers with the object it decodes from what it wrote; `object` itself otherwise.
+    #[must_use]
+    pub fn answered_form(&self, object: serde_json::Value) -> serde_json::Value {
+        let (Some(conversion), Some(schema)) = (&self.conversion, &self.storage_schema) else {
+            return object;
+        };
+        let mut stored = self.stored_form(&object).into_owned();
+        let _pruned = watchkeeper_api::structural::prune_and_default(schema, &mut stored);
+        let mut answer = conversion.to_view(&stored);
+        if let Some(schema) = self.custom().as_ref().and_then(|c| c.schema.as_deref()) {
+            let _pruned = watchkeeper_api::structural::prune(schema, &mut answer);
+        }
+        answer
     }
 
     /// The resource a CustomResourceDefinition serves.

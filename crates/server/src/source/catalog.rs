@@ -441,13 +441,22 @@ impl Catalog {
                 None => {
                     input = input.with_view(
                         view_driver.sender(),
-                        crate::source::decode::view_convert(&version.def, &conversion),
+                        crate::source::decode::view_convert(
+                            &version.def,
+                            &conversion,
+                            version.schema.clone(),
+                        ),
                     );
                     None
                 }
             };
             let mut view =
                 Resource::from_definition(version.clone(), key_prefix.clone(), view_driver);
+            // With strategy `None`, its writes are pruned by the storage version's schema
+            // and answered as read back (a webhook's are written at the storage version).
+            if converter.is_none() {
+                view.storage_schema.clone_from(&resource.schema);
+            }
             view.conversion = Some(conversion);
             view.webhook = converter;
             others.push(Arc::new(view));

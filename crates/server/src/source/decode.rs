@@ -225,19 +225,26 @@ fn set_text(map: &mut serde_json::Map<String, Value>, key: &str, text: &str) {
 }
 
 /// The object of `view` (another version of a stored resource) for `stored`, an object at
-/// the storage version: its body converted by `conversion`, decoded for `view` (its
-/// selectable fields), at the same key and resource version.
+/// the storage version: its body converted by `conversion` (and pruned by `schema`, the
+/// view's structural schema for another version of a custom resource, as kube's
+/// `schemaCoercingConverter` prunes what it converts), decoded for `view` (its selectable
+/// fields), at the same key and resource version.
 ///
 /// # Errors
 /// The converted body is not a JSON object.
 pub fn convert(
     view: &ResourceDef,
     conversion: &watchkeeper_api::versions::Conversion,
+    schema: Option<&Value>,
     stored: &Object,
 ) -> Result<Arc<Object>, String> {
+    let mut body = conversion.to_view(stored.body());
+    if let Some(schema) = schema {
+        let _pruned = watchkeeper_api::structural::prune(schema, &mut body);
+    }
     decode_sized(
         view,
-        conversion.to_view(stored.body()),
+        body,
         Identity::Key {
             namespace: stored.namespace(),
             name: stored.name(),
@@ -254,11 +261,12 @@ pub fn convert(
 pub fn view_convert(
     view: &ResourceDef,
     conversion: &watchkeeper_api::versions::Conversion,
+    schema: Option<Arc<Value>>,
 ) -> crate::cache::ViewConvert {
     let view = view.clone();
     let conversion = conversion.clone();
     Arc::new(move |stored| {
-        convert(&view, &conversion, stored)
+        convert(&view, &conversion, schema.as_deref(), stored)
             .inspect_err(|error| {
                 tracing::warn!(resource = %crate::cache::name_of(&view), %error, "an object could not be converted; skipped");
             })

@@ -667,9 +667,15 @@ impl StoreSource {
         }
         let custom = resource.custom();
         let schema = custom.as_ref().and_then(|c| c.schema.as_deref());
+        // Another version of a custom resource: read with the storage version's schema,
+        // then converted and pruned by this version's.
+        let (stored_schema, view_schema) = match &resource.storage_schema {
+            Some(storage) => (Some(&**storage), schema),
+            None => (schema, None),
+        };
         let object = decode_stored(
             &resource.def,
-            schema,
+            stored_schema,
             namespace,
             name,
             kv.mod_revision,
@@ -677,8 +683,10 @@ impl StoreSource {
         )
         .map_err(|_| ApiError::internal(format!("the stored object {name:?} is not valid JSON")))?;
         match &resource.conversion {
-            Some(conversion) => crate::source::decode::convert(&resource.def, conversion, &object)
-                .map_err(ApiError::internal),
+            Some(conversion) => {
+                crate::source::decode::convert(&resource.def, conversion, view_schema, &object)
+                    .map_err(ApiError::internal)
+            }
             None => Ok(object),
         }
     }
@@ -878,7 +886,7 @@ impl StoreSource {
                     .await?;
                 Ok(json_response(
                     StatusCode::CREATED,
-                    watchkeeper_api::object_body(&created),
+                    watchkeeper_api::object_body(&resource.answered_form(created)),
                 ))
             }
             (&Method::PUT, Some(name)) => {
@@ -4184,6 +4192,10 @@ impl Written {
             Written::Cached(object) => {
                 json_response(code, watchkeeper_api::object_body(object.body()))
             }
+            Written::Value(object) if !is_status(&object) => json_response(
+                code,
+                watchkeeper_api::object_body(&resource.answered_form(object)),
+            ),
             Written::Value(object) => json_response(code, watchkeeper_api::object_body(&object)),
         }
     }
