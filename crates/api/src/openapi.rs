@@ -197,17 +197,35 @@ fn list_parameters() -> Vec<Value> {
     ]
 }
 
-fn json_response(schema: &str) -> Value {
-    json!({
-        "200": {
-            "description": "OK",
-            "content": {
-                "application/json": {"schema": schema_ref(schema)},
-                "application/yaml": {"schema": schema_ref(schema)},
-            }
-        },
-        "401": {"description": "Unauthorized"},
-    })
+/// The success codes kube-apiserver's installer declares for an action (`installer.go`'s
+/// `Returns`): a create may answer `201 Created` (and `202 Accepted`), an update or a patch
+/// `201` when it created the object, a delete `202` while the object waits on finalizers or a
+/// grace period. Errors (`4xx`, `5xx`) are declared by no operation, as in kube's documents.
+fn success_codes(action: &str) -> &'static [(&'static str, &'static str)] {
+    match action {
+        "post" => &[("200", "OK"), ("201", "Created"), ("202", "Accepted")],
+        "put" | "patch" => &[("200", "OK"), ("201", "Created")],
+        "delete" => &[("200", "OK"), ("202", "Accepted")],
+        _ => &[("200", "OK")],
+    }
+}
+
+fn json_response(action: &str, schema: &str) -> Value {
+    let mut responses = Map::new();
+    for (code, description) in success_codes(action) {
+        responses.insert(
+            (*code).to_owned(),
+            json!({
+                "description": description,
+                "content": {
+                    "application/json": {"schema": schema_ref(schema)},
+                    "application/yaml": {"schema": schema_ref(schema)},
+                }
+            }),
+        );
+    }
+    responses.insert("401".to_owned(), json!({"description": "Unauthorized"}));
+    Value::Object(responses)
 }
 
 fn operation(
@@ -223,7 +241,7 @@ fn operation(
         "description": format!("{action} {}", def.kind),
         "operationId": operation_id,
         "parameters": parameters,
-        "responses": json_response(response_schema),
+        "responses": json_response(action, response_schema),
         "x-kubernetes-action": action,
         "x-kubernetes-group-version-kind": gvk(def, kind),
     })

@@ -546,12 +546,16 @@ fn generate(strip: bool) -> Schemas {
     Schemas { definitions, roots }
 }
 
-/// The name of a built-in kind's root definition (`io.k8s.api.batch.v1.Job`); `None` for
-/// custom resources and kinds without a published schema.
+/// The name of a kind's root definition (`io.k8s.api.batch.v1.Job`) for built-in kinds,
+/// `CustomResourceDefinition` and the create-only kinds; `None` for custom resources and kinds
+/// without a published schema.
 #[must_use]
 pub fn root_definition(def: &ResourceDef) -> Option<&'static str> {
-    if crate::discovery::is_create_only(def) {
-        // Published only (never written): in the documented definitions alone.
+    if crate::discovery::is_create_only(def) || crate::crd::is_crd(def) {
+        // In the documented definitions alone, under the names `openapi_definitions` adds
+        // them by: the create-only kinds are never written, and a CRD's body is checked by
+        // `crd` (its operations named `io.k8s.apiextensions.v1.…`, a schema the document
+        // did not carry).
         return documented_schemas().root(def).map(String::as_str);
     }
     if !def.is_builtin() {
