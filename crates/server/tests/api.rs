@@ -1443,12 +1443,16 @@ async fn openapi_documents_declare_the_codes_answered_and_define_what_they_refer
     for key in index["paths"].as_object().unwrap().keys() {
         let (status, document) = get_json(addr, &format!("/openapi/v3/{key}")).await;
         assert_eq!(status, 200, "{key}");
-        assert_eq!(unresolved_references(&document), Vec::<String>::new(), "{key}");
+        assert_eq!(
+            unresolved_references(&document),
+            Vec::<String>::new(),
+            "{key}"
+        );
     }
     let (_, crds) = get_json(addr, "/openapi/v3/apis/apiextensions.k8s.io/v1").await;
     assert_eq!(
-        crds["paths"]["/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"]["get"]
-            ["responses"]["200"]["content"]["application/json"]["schema"]["$ref"],
+        crds["paths"]["/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"]["get"]["responses"]
+            ["200"]["content"]["application/json"]["schema"]["$ref"],
         "#/components/schemas/io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition"
     );
 
@@ -1465,16 +1469,28 @@ async fn openapi_documents_declare_the_codes_answered_and_define_what_they_refer
     let configmaps = "/api/v1/namespaces/{namespace}/configmaps";
     let configmap = "/api/v1/namespaces/{namespace}/configmaps/{name}";
     let lease = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}";
-    assert_eq!(declared(&core, configmaps, "post"), ["200", "201", "202", "401"]);
+    assert_eq!(
+        declared(&core, configmaps, "post"),
+        ["200", "201", "202", "401"]
+    );
     assert_eq!(declared(&core, configmap, "put"), ["200", "201", "401"]);
-    assert_eq!(declared(&coordination, lease, "patch"), ["200", "201", "401"]);
+    assert_eq!(
+        declared(&coordination, lease, "patch"),
+        ["200", "201", "401"]
+    );
     assert_eq!(declared(&core, configmap, "delete"), ["200", "202", "401"]);
     assert_eq!(declared(&core, configmap, "get"), ["200", "401"]);
     assert_eq!(declared(&core, configmaps, "get"), ["200", "401"]);
 
     // The answers those codes stand for.
     let object = json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"]}});
-    let (status, body) = send_json(addr, "POST", "/api/v1/namespaces/default/configmaps", &object).await;
+    let (status, body) = send_json(
+        addr,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        &object,
+    )
+    .await;
     assert_eq!(status, 201, "{body}");
     let apply = r#"{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"m"}}"#;
     let (status, body) = request(
