@@ -1481,6 +1481,33 @@ async fn openapi_documents_declare_the_codes_answered_and_define_what_they_refer
     assert_eq!(declared(&core, configmap, "delete"), ["200", "202", "401"]);
     assert_eq!(declared(&core, configmap, "get"), ["200", "401"]);
     assert_eq!(declared(&core, configmaps, "get"), ["200", "401"]);
+    // A delete's parameters and body are `DeleteOptions`', as kube declares them (they were a
+    // write's: `fieldManager`, `fieldValidation`, which a delete has not).
+    let names = |operation: &Value| -> Vec<String> {
+        operation["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let delete = &core["paths"][configmap]["delete"];
+    assert_eq!(
+        names(delete),
+        [
+            "dryRun",
+            "gracePeriodSeconds",
+            "orphanDependents",
+            "propagationPolicy"
+        ]
+    );
+    assert_eq!(
+        delete["requestBody"]["content"]["application/json"]["schema"]["$ref"],
+        "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions"
+    );
+    let delete_collection = &core["paths"][configmaps]["delete"];
+    assert!(names(delete_collection).contains(&"propagationPolicy".to_owned()));
+    assert!(!names(delete_collection).contains(&"watch".to_owned()));
 
     // The answers those codes stand for.
     let object = json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"]}});
