@@ -18,6 +18,7 @@ if [ ! -f "$stamp" ]; then
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$requirements"
   touch "$stamp"
 fi
+export PYTHONDONTWRITEBYTECODE=1
 export WK="${WK:-$target/debug/watchkeeper}"
 export OUT="${OUT:-$work/out}"
 SCHEMATHESIS="$venv/bin/schemathesis" exec "$venv/bin/python" "$here/schemathesis_run.py"
