@@ -142,6 +142,48 @@ fn write_parameters(with_force: bool) -> Vec<Value> {
     parameters
 }
 
+/// A delete's query parameters, as kube's installer declares them (`DeleteOptions`' fields),
+/// without the write parameters `fieldManager` and `fieldValidation`, which a delete has not.
+fn delete_parameters() -> Vec<Value> {
+    vec![
+        query(
+            "dryRun",
+            "string",
+            "When present, indicates that modifications should not be persisted.",
+        ),
+        query(
+            "gracePeriodSeconds",
+            "integer",
+            "The duration in seconds before the object should be deleted. Value must be non-negative integer. The value zero indicates delete immediately.",
+        ),
+        query(
+            "orphanDependents",
+            "boolean",
+            "Deprecated: please use the PropagationPolicy. Should the dependent objects be orphaned.",
+        ),
+        query(
+            "propagationPolicy",
+            "string",
+            "Whether and how garbage collection will be performed: 'Orphan', 'Background' or 'Foreground'.",
+        ),
+    ]
+}
+
+/// A deletecollection's: the list's selectors and versions (no `watch`) and a delete's.
+fn delete_collection_parameters() -> Vec<Value> {
+    let mut parameters: Vec<Value> = list_parameters()
+        .into_iter()
+        .filter(|p| p["name"] != "watch" && p["name"] != "allowWatchBookmarks")
+        .collect();
+    parameters.extend(delete_parameters());
+    parameters
+}
+
+/// A delete's optional body: `DeleteOptions`, as kube's documents declare it.
+fn delete_body() -> Value {
+    json!({"content": {"application/json": {"schema": schema_ref(&format!("{META}.DeleteOptions"))}}})
+}
+
 fn list_parameters() -> Vec<Value> {
     vec![
         query(
@@ -197,17 +239,35 @@ fn list_parameters() -> Vec<Value> {
     ]
 }
 
-fn json_response(schema: &str) -> Value {
-    json!({
-        "200": {
-            "description": "OK",
-            "content": {
-                "application/json": {"schema": schema_ref(schema)},
-                "application/yaml": {"schema": schema_ref(schema)},
-            }
-        },
-        "401": {"description": "Unauthorized"},
-    })
+/// The success codes kube-apiserver's installer declares for an action (`installer.go`'s
+/// `Returns`): a create may answer `201 Created` (and `202 Accepted`), an update or a patch
+/// `201` when it created the object, a delete `202` while the object waits on finalizers or a
+/// grace period. Errors (`4xx`, `5xx`) are declared by no operation, as in kube's documents.
+fn success_codes(action: &str) -> &'static [(&'static str, &'static str)] {
+    match action {
+        "post" => &[("200", "OK"), ("201", "Created"), ("202", "Accepted")],
+        "put" | "patch" => &[("200", "OK"), ("201", "Created")],
+        "delete" => &[("200", "OK"), ("202", "Accepted")],
+        _ => &[("200", "OK")],
+    }
+}
+
+fn json_response(action: &str, schema: &str) -> Value {
+    let mut responses = Map::new();
+    for (code, description) in success_codes(action) {
+        responses.insert(
+            (*code).to_owned(),
+            json!({
+                "description": description,
+                "content": {
+                    "application/json": {"schema": schema_ref(schema)},
+                    "application/yaml": {"schema": schema_ref(schema)},
+                }
+            }),
+        );
+    }
+    responses.insert("401".to_owned(), json!({"description": "Unauthorized"}));
+    Value::Object(responses)
 }
 
 fn operation(
@@ -223,7 +283,7 @@ fn operation(
         "description": format!("{action} {}", def.kind),
         "operationId": operation_id,
         "parameters": parameters,
-        "responses": json_response(response_schema),
+        "responses": json_response(action, response_schema),
         "x-kubernetes-action": action,
         "x-kubernetes-group-version-kind": gvk(def, kind),
     })
@@ -284,12 +344,21 @@ fn resource_paths(def: &ResourceDef, paths: &mut Map<String, Value>) {
         paths.insert(collection, json!({"post": post, "parameters": shared}));
         return;
     }
+    let mut delete_collection = operation(
+        def,
+        "deletecollection",
+        format!("deletecollection{id}{}", def.kind),
+        &format!("{META}.Status"),
+        delete_collection_parameters(),
+        &def.kind,
+    );
+    delete_collection["requestBody"] = delete_body();
     paths.insert(
         collection,
         json!({
             "get": operation(def, "list", format!("list{id}{}", def.kind), &list_schema, list_parameters(), &def.kind),
             "post": post,
-            "delete": operation(def, "deletecollection", format!("deletecollection{id}{}", def.kind), &format!("{META}.Status"), list_parameters(), &def.kind),
+            "delete": delete_collection,
             "parameters": shared.clone(),
         }),
     );
@@ -328,13 +397,22 @@ fn resource_paths(def: &ResourceDef, paths: &mut Map<String, Value>) {
         },
         "required": true,
     });
+    let mut delete = operation(
+        def,
+        "delete",
+        format!("delete{id}{}", def.kind),
+        &format!("{META}.Status"),
+        delete_parameters(),
+        &def.kind,
+    );
+    delete["requestBody"] = delete_body();
     paths.insert(
         item,
         json!({
             "get": operation(def, "get", format!("read{id}{}", def.kind), &kind_schema, Vec::new(), &def.kind),
             "put": put,
             "patch": patch,
-            "delete": operation(def, "delete", format!("delete{id}{}", def.kind), &format!("{META}.Status"), write_parameters(false), &def.kind),
+            "delete": delete,
             "parameters": item_shared,
         }),
     );
@@ -451,6 +529,35 @@ fn meta_schemas(schemas: &mut Map<String, Value>) {
                 "resourceVersion": {"type": "string", "description": "String that identifies the server's internal version of this object."},
                 "selfLink": {"type": "string", "description": "Deprecated: selfLink is a legacy read-only field that is no longer populated by the system."}
             }
+        }),
+    );
+    schemas.insert(
+        format!("{META}.Preconditions"),
+        json!({
+            "description": "Preconditions must be fulfilled before an operation (update, delete, etc.) is carried out.",
+            "type": "object",
+            "properties": {
+                "resourceVersion": {"description": "Specifies the target ResourceVersion", "type": "string"},
+                "uid": {"description": "Specifies the target UID.", "type": "string"}
+            }
+        }),
+    );
+    schemas.insert(
+        format!("{META}.DeleteOptions"),
+        json!({
+            "description": "DeleteOptions may be provided when deleting an API object.",
+            "type": "object",
+            "properties": {
+                "apiVersion": {"type": "string"},
+                "dryRun": {"type": "array", "items": {"type": "string", "default": ""}, "x-kubernetes-list-type": "atomic"},
+                "gracePeriodSeconds": {"type": "integer", "format": "int64"},
+                "ignoreStoreReadErrorWithClusterBreakingPotential": {"type": "boolean"},
+                "kind": {"type": "string"},
+                "orphanDependents": {"type": "boolean"},
+                "preconditions": {"allOf": [schema_ref(&format!("{META}.Preconditions"))]},
+                "propagationPolicy": {"type": "string"}
+            },
+            "x-kubernetes-group-version-kind": [{"group": "", "kind": "DeleteOptions", "version": "v1"}]
         }),
     );
     schemas.insert(

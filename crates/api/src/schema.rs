@@ -109,6 +109,21 @@ fn ref_name(schema: &Value) -> Option<&str> {
         .map(|r| r.rsplit('/').next().unwrap_or(r))
 }
 
+/// The schemas bodies of `def` are decoded against here: the write schemas for built-in kinds,
+/// the documented ones for the reviews (created only, never stored, so outside the write
+/// schemas and their markers: `http::review` decodes their bodies as kube-apiserver's create
+/// handler does); `None` for any other kind.
+fn typed_schemas(def: &ResourceDef) -> Option<&'static Schemas> {
+    if def.is_builtin() {
+        // Core `Binding` too: it has no write schema, so it is not walked.
+        Some(schemas())
+    } else if crate::discovery::is_create_only(def) {
+        Some(documented_schemas())
+    } else {
+        None
+    }
+}
+
 fn schemas() -> &'static Schemas {
     static SCHEMAS: OnceLock<Schemas> = OnceLock::new();
     SCHEMAS.get_or_init(|| generate(true))
@@ -546,12 +561,16 @@ fn generate(strip: bool) -> Schemas {
     Schemas { definitions, roots }
 }
 
-/// The name of a built-in kind's root definition (`io.k8s.api.batch.v1.Job`); `None` for
-/// custom resources and kinds without a published schema.
+/// The name of a kind's root definition (`io.k8s.api.batch.v1.Job`) for built-in kinds,
+/// `CustomResourceDefinition` and the create-only kinds; `None` for custom resources and kinds
+/// without a published schema.
 #[must_use]
 pub fn root_definition(def: &ResourceDef) -> Option<&'static str> {
-    if crate::discovery::is_create_only(def) {
-        // Published only (never written): in the documented definitions alone.
+    if crate::discovery::is_create_only(def) || crate::crd::is_crd(def) {
+        // In the documented definitions alone, under the names `openapi_definitions` adds
+        // them by: the create-only kinds are never written, and a CRD's body is checked by
+        // `crd` (its operations named `io.k8s.apiextensions.v1.…`, a schema the document
+        // did not carry).
         return documented_schemas().root(def).map(String::as_str);
     }
     if !def.is_builtin() {
@@ -1296,10 +1315,9 @@ fn decode_check_fields(
     text: Option<Literals<'_>>,
 ) -> (Option<String>, bool) {
     // Kinds the pruning walk leaves alone.
-    if !def.is_builtin() {
+    let Some(schemas) = typed_schemas(def) else {
         return (None, false);
-    }
-    let schemas = schemas();
+    };
     let Some((root, definition)) = schemas
         .root(def)
         .and_then(|root| Some((root, schemas.definitions.get(root)?)))
@@ -1363,10 +1381,9 @@ fn decode_error_fields(def: &ResourceDef, fields: &Map<String, Value>) -> Option
 /// decode check.
 pub fn prune_unknown_fields(def: &ResourceDef, object: &mut Value) -> Vec<String> {
     let mut unknown = Vec::new();
-    if !def.is_builtin() {
+    let Some(schemas) = typed_schemas(def) else {
         return unknown;
-    }
-    let schemas = schemas();
+    };
     let Some(root) = schemas.root(def) else {
         return unknown;
     };

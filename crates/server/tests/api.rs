@@ -1403,6 +1403,143 @@ async fn openapi_v2_and_documents_that_follow_the_served_kinds() {
     delete_widget_definition(addr).await;
 }
 
+/// Every `$ref` of `document` that names no schema of its `components.schemas`.
+fn unresolved_references(document: &Value) -> Vec<String> {
+    let schemas = &document["components"]["schemas"];
+    let mut missing = Vec::new();
+    let mut stack = vec![document];
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::Object(map) => {
+                if let Some(Value::String(reference)) = map.get("$ref") {
+                    let name = reference.strip_prefix("#/components/schemas/");
+                    if name.is_none_or(|name| schemas.get(name).is_none()) {
+                        missing.push(reference.clone());
+                    }
+                }
+                stack.extend(map.values());
+            }
+            Value::Array(items) => stack.extend(items),
+            _ => {}
+        }
+    }
+    missing
+}
+
+/// Goal: what generated clients read answers by holds: a success code the server answers is
+/// one its operation declares in the OpenAPI document (kube's installer declares 201 and 202
+/// for a create, 201 for an update or a patch, 202 for a delete; the documents declared 200
+/// alone, so a create's 201 was undocumented), and every reference of every group/version's
+/// document names a schema it carries (the CustomResourceDefinition operations named
+/// `io.k8s.apiextensions.v1.CustomResourceDefinition`, absent where the document has kube's
+/// `io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition`).
+/// Found by schemathesis (crates/server/tests/python/schemathesis_run.sh).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openapi_documents_declare_the_codes_answered_and_define_what_they_reference() {
+    let server = server().await;
+    let addr = server.addr;
+    let (status, index) = get_json(addr, "/openapi/v3").await;
+    assert_eq!(status, 200);
+    for key in index["paths"].as_object().unwrap().keys() {
+        let (status, document) = get_json(addr, &format!("/openapi/v3/{key}")).await;
+        assert_eq!(status, 200, "{key}");
+        assert_eq!(
+            unresolved_references(&document),
+            Vec::<String>::new(),
+            "{key}"
+        );
+    }
+    let (_, crds) = get_json(addr, "/openapi/v3/apis/apiextensions.k8s.io/v1").await;
+    assert_eq!(
+        crds["paths"]["/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"]["get"]["responses"]
+            ["200"]["content"]["application/json"]["schema"]["$ref"],
+        "#/components/schemas/io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition"
+    );
+
+    let (_, core) = get_json(addr, "/openapi/v3/api/v1").await;
+    let (_, coordination) = get_json(addr, "/openapi/v3/apis/coordination.k8s.io/v1").await;
+    let declared = |document: &Value, path: &str, method: &str| -> Vec<String> {
+        document["paths"][path][method]["responses"]
+            .as_object()
+            .unwrap_or_else(|| panic!("{method} {path}"))
+            .keys()
+            .cloned()
+            .collect()
+    };
+    let configmaps = "/api/v1/namespaces/{namespace}/configmaps";
+    let configmap = "/api/v1/namespaces/{namespace}/configmaps/{name}";
+    let lease = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}";
+    assert_eq!(
+        declared(&core, configmaps, "post"),
+        ["200", "201", "202", "401"]
+    );
+    assert_eq!(declared(&core, configmap, "put"), ["200", "201", "401"]);
+    assert_eq!(
+        declared(&coordination, lease, "patch"),
+        ["200", "201", "401"]
+    );
+    assert_eq!(declared(&core, configmap, "delete"), ["200", "202", "401"]);
+    assert_eq!(declared(&core, configmap, "get"), ["200", "401"]);
+    assert_eq!(declared(&core, configmaps, "get"), ["200", "401"]);
+    // A delete's parameters and body are `DeleteOptions`', as kube declares them (they were a
+    // write's: `fieldManager`, `fieldValidation`, which a delete has not).
+    let names = |operation: &Value| -> Vec<String> {
+        operation["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let delete = &core["paths"][configmap]["delete"];
+    assert_eq!(
+        names(delete),
+        [
+            "dryRun",
+            "gracePeriodSeconds",
+            "orphanDependents",
+            "propagationPolicy"
+        ]
+    );
+    assert_eq!(
+        delete["requestBody"]["content"]["application/json"]["schema"]["$ref"],
+        "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions"
+    );
+    let delete_collection = &core["paths"][configmaps]["delete"];
+    assert!(names(delete_collection).contains(&"propagationPolicy".to_owned()));
+    assert!(!names(delete_collection).contains(&"watch".to_owned()));
+
+    // The answers those codes stand for.
+    let object = json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"]}});
+    let (status, body) = send_json(
+        addr,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        &object,
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let apply = r#"{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"m"}}"#;
+    let (status, body) = request(
+        addr,
+        "PATCH",
+        "/apis/coordination.k8s.io/v1/namespaces/default/leases/m?fieldManager=test",
+        "application/apply-patch+yaml",
+        apply,
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    // A delete that must wait for a finalizer, cascading (`orphanDependents: false`): 202.
+    let (status, body) = send_json(
+        addr,
+        "DELETE",
+        "/api/v1/namespaces/default/configmaps/held",
+        &json!({"orphanDependents": false}),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+}
+
 /// Goal: kube-apiserver's Priority and DefaultTolerationSeconds admission on pods — the
 /// class's priority and policy (the global default's when none is named, 0 without one),
 /// kube's 403s for a missing class and a stated priority, the priority kept when an update

@@ -22,7 +22,11 @@
 //!   — with `authenticated: true`, the user and the audiences; otherwise an empty user and
 //!   kube-apiserver's reason in `status.error`. An empty token is 400.
 //! - Bodies are JSON or Kubernetes protobuf (kubectl sends protobuf); anything else gets the
-//!   server's usual 400/415 Status.
+//!   server's usual 400/415 Status. A JSON body is decoded into the review's Go type as
+//!   kube-apiserver decodes it: a field of the wrong type is its 400 `<Kind> in version "v1"
+//!   cannot be handled as a <Kind>: json: cannot unmarshal ...`, fields the type does not
+//!   declare are dropped (`fieldValidation` is not applied to reviews: no warning, no strict
+//!   refusal).
 
 use axum::http::{Method, StatusCode};
 use axum::response::Response;
@@ -73,7 +77,16 @@ fn decode(def: &ResourceDef, context: &RequestContext) -> Result<Value, ApiError
     let value = if protobuf {
         watchkeeper_api::decode_protobuf(def, &context.body)?
     } else {
-        watchkeeper_api::go_json::decode_object(&def.kind, &def.version, &context.body)?
+        // Decoded into the review's Go type, as kube-apiserver's create handler decodes it: a
+        // field of the wrong type is its 400 (`SelfSubjectAccessReview in version "v1" cannot
+        // be handled as a SelfSubjectAccessReview: json: cannot unmarshal ...`), a field the
+        // type does not declare is dropped (not echoed back in the answer).
+        let mut value = watchkeeper_api::schema::decode_body(def, &context.body)?;
+        if let Value::Object(fields) = &value {
+            watchkeeper_api::schema::check_body(def, fields)?;
+        }
+        watchkeeper_api::schema::prune_unknown_fields(def, &mut value);
+        value
     };
     if value.is_object() {
         Ok(value)
