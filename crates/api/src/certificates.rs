@@ -504,14 +504,7 @@ pub(crate) fn validate(
 #[must_use]
 pub fn prepare_update(subresource: &str, old: &Value, new: Value) -> Value {
     if subresource == "status" {
-        let def = crate::resources::ResourceDef::named(
-            "certificates.k8s.io",
-            "v1",
-            "certificatesigningrequests",
-            "CertificateSigningRequest",
-            false,
-        );
-        let mut new = crate::kinds::status_rules(&def, subresource, Some(old), new);
+        let mut new = crate::crd::spec_kept(old, new);
         for kind in ["Approved", "Denied"] {
             preserve_condition_instances(&mut new, old, kind);
         }

@@ -1446,6 +1446,27 @@ fn deprecation_warning(crd: &Value, version: &Value) -> Option<String> {
     Some(warning)
 }
 
+/// A `/status` write `new` as a status strategy that resets only the spec leaves it: the
+/// stored `spec` of `old` and its `metadata.generation` (which only a change of the spec
+/// moves); the rest as written (see `crate::kinds::status_rules`).
+#[must_use]
+pub fn spec_kept(old: &Value, mut new: Value) -> Value {
+    let Some(map) = new.as_object_mut() else {
+        return new;
+    };
+    match old.get("spec") {
+        Some(spec) => map.insert("spec".to_owned(), spec.clone()),
+        None => map.remove("spec"),
+    };
+    if let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) {
+        match old.pointer("/metadata/generation") {
+            Some(generation) => meta.insert("generation".to_owned(), generation.clone()),
+            None => meta.remove("generation"),
+        };
+    }
+    new
+}
+
 /// Applies kube-apiserver's `status` subresource rules to a write of an object whose CRD has
 /// that subresource: the main endpoint keeps the stored status (none on create); the
 /// `status` endpoint keeps everything of the stored object but the status (and the managed

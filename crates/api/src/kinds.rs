@@ -133,24 +133,14 @@ pub fn status_rules(
     let Some(old) = old.filter(|_| subresource == "status" && !keeps_metadata) else {
         return crate::crd::status_rules(subresource, old, new);
     };
-    let mut new = new;
-    let Some(map) = new.as_object_mut() else {
-        return new;
-    };
-    match old.get("spec") {
-        Some(spec) => map.insert("spec".to_owned(), spec.clone()),
-        None => map.remove("spec"),
-    };
-    let old_meta = old.get("metadata").and_then(Value::as_object);
-    if let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) {
-        let mut keep = |key: &str| match old_meta.and_then(|m| m.get(key)) {
-            Some(value) => meta.insert(key.to_owned(), value.clone()),
-            None => meta.remove(key),
+    let mut new = crate::crd::spec_kept(old, new);
+    if is(def, "apps", "Deployment")
+        && let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut)
+    {
+        match old.pointer("/metadata/labels") {
+            Some(labels) => meta.insert("labels".to_owned(), labels.clone()),
+            None => meta.remove("labels"),
         };
-        keep("generation");
-        if is(def, "apps", "Deployment") {
-            keep("labels");
-        }
     }
     new
 }

@@ -7,7 +7,10 @@
 #          crates/server/tests/python/schemathesis_run.sh
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
+# Absolute paths: the driver runs schemathesis from its output directory.
 target="${CARGO_TARGET_DIR:-target}"
+mkdir -p "$target"
+target="$(cd "$target" && pwd)"
 work="$target/schemathesis"
 venv="$work/venv"
 requirements="$here/schemathesis-requirements.txt"
@@ -19,6 +22,10 @@ if [ ! -f "$stamp" ]; then
   touch "$stamp"
 fi
 export PYTHONDONTWRITEBYTECODE=1
-export WK="${WK:-$target/debug/watchkeeper}"
-export OUT="${OUT:-$work/out}"
+WK="${WK:-$target/debug/watchkeeper}"
+case "$WK" in /*) ;; *) WK="$PWD/$WK" ;; esac
+OUT="${OUT:-$work/out}"
+mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
+export WK OUT
 SCHEMATHESIS="$venv/bin/schemathesis" exec "$venv/bin/python" "$here/schemathesis_run.py"
