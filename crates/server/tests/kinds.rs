@@ -704,3 +704,74 @@ async fn status_writes_take_the_metadata_their_strategy_lets_them() {
     assert_eq!(patched["status"]["conditions"][0]["type"], "Dangling");
     server.shutdown().await;
 }
+
+/// Goal: a write of `/status` of the other kinds keeps the stored spec, as their kube status
+/// strategies do (`newPod.Spec = oldPod.Spec`, nodes, volumes, claims, autoscalers, ...), and
+/// a pod's keeps its owner references; the metadata it changes is taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_writes_of_the_other_kinds_keep_their_spec() {
+    let server = server().await;
+    let addr = server.addr;
+    let cases = [
+        (
+            "/api/v1/persistentvolumes",
+            json!({"metadata": {"name": "pv"}, "spec": {"capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/tmp/x"},
+                "storageClassName": ""}}),
+            r#"{"spec": {"capacity": {"storage": "5Gi"}}, "status": {"message": "m"}}"#,
+            "/spec/capacity/storage",
+        ),
+        (
+            "/api/v1/namespaces/default/persistentvolumeclaims",
+            json!({"metadata": {"name": "claim"}, "spec": {"accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}}, "storageClassName": ""}}),
+            r#"{"spec": {"resources": {"requests": {"storage": "5Gi"}}}, "status": {"phase": "Pending"}}"#,
+            "/spec/resources/requests/storage",
+        ),
+        (
+            "/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers",
+            json!({"metadata": {"name": "hpa"}, "spec": {"scaleTargetRef": {"apiVersion": "apps/v1",
+                "kind": "Deployment", "name": "d"}, "minReplicas": 1, "maxReplicas": 3}}),
+            r#"{"spec": {"maxReplicas": 9}, "status": {"currentReplicas": 1, "desiredReplicas": 1}}"#,
+            "/spec/maxReplicas",
+        ),
+        (
+            "/api/v1/nodes",
+            json!({"metadata": {"name": "node"}, "spec": {}}),
+            r#"{"spec": {"unschedulable": true}, "status": {"phase": "Running"}}"#,
+            "/spec/unschedulable",
+        ),
+        (
+            "/api/v1/namespaces/default/pods",
+            json!({"metadata": {"name": "pod"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}),
+            r#"{"metadata": {"ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "x",
+                "uid": "00000000-0000-0000-0000-000000000001"}]},
+                "spec": {"activeDeadlineSeconds": 5}, "status": {"phase": "Running"}}"#,
+            "/spec/activeDeadlineSeconds",
+        ),
+    ];
+    for (collection, object, patch, field) in cases {
+        let created = written(addr, "POST", collection, &object).await;
+        let name = created["metadata"]["name"].as_str().unwrap();
+        let patch: Value = serde_json::from_str(patch).unwrap();
+        let mut with_annotation = patch.clone();
+        with_annotation["metadata"]["annotations"] = json!({"patchedstatus": "true"});
+        let patched = merge_patch(
+            addr,
+            &format!("{collection}/{name}/status"),
+            &with_annotation.to_string(),
+        )
+        .await;
+        assert_eq!(
+            patched.pointer(field),
+            created.pointer(field),
+            "{collection}: {patched}"
+        );
+        assert_eq!(patched["metadata"]["annotations"]["patchedstatus"], "true");
+        assert!(
+            patched["metadata"].get("ownerReferences").is_none(),
+            "{collection}: {patched}"
+        );
+    }
+    server.shutdown().await;
+}

@@ -1515,6 +1515,23 @@ impl Writer<'_> {
             {
                 map.insert("status".to_owned(), status);
             }
+        } else if self.subresource == "status"
+            && resource.def.has_go_type()
+            && let Some(old) = old
+        {
+            // The other kinds' status strategies (pods, nodes, namespaces, services, volumes
+            // and claims, quotas, autoscalers, ...): a write of `status` keeps the stored
+            // spec; a pod's also its owner references (kube's `podStatusStrategy`).
+            object = watchkeeper_api::crd::spec_kept(old, object);
+            if resource.def.group.is_empty()
+                && resource.def.plural == "pods"
+                && let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut)
+            {
+                match old.pointer("/metadata/ownerReferences") {
+                    Some(owners) => meta.insert("ownerReferences".to_owned(), owners.clone()),
+                    None => meta.remove("ownerReferences"),
+                };
+            }
         } else if let Some(custom) = resource.custom() {
             if custom.status {
                 object = watchkeeper_api::crd::status_rules(&self.subresource, old, object);
