@@ -1470,7 +1470,9 @@ pub fn spec_kept(old: &Value, mut new: Value) -> Value {
 /// Applies kube-apiserver's `status` subresource rules to a write of an object whose CRD has
 /// that subresource: the main endpoint keeps the stored status (none on create); the
 /// `status` endpoint keeps everything of the stored object but the status (and the managed
-/// fields the write computed).
+/// fields the write computed). Also the rule of the built-in kinds whose status strategy
+/// resets the whole metadata, and of every main-endpoint write of a kind with status rules
+/// (`crate::kinds::status_rules`).
 #[must_use]
 pub fn status_rules(subresource: &str, old: Option<&Value>, new: Value) -> Value {
     let old_status = old.and_then(|old| old.get("status")).cloned();

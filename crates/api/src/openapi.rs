@@ -180,6 +180,14 @@ fn delete_collection_parameters() -> Vec<Value> {
 }
 
 /// A delete's optional body: `DeleteOptions`, as kube's documents declare it.
+/// A create's or replace's body: the kind's object, in any media type.
+fn object_body(kind_schema: &str) -> Value {
+    json!({
+        "content": {"*/*": {"schema": schema_ref(kind_schema)}},
+        "required": true,
+    })
+}
+
 fn delete_body() -> Value {
     json!({"content": {"application/json": {"schema": schema_ref(&format!("{META}.DeleteOptions"))}}})
 }
@@ -336,10 +344,7 @@ fn resource_paths(def: &ResourceDef, paths: &mut Map<String, Value>) {
         write_parameters(false),
         &def.kind,
     );
-    post["requestBody"] = json!({
-        "content": {"*/*": {"schema": schema_ref(&kind_schema)}},
-        "required": true,
-    });
+    post["requestBody"] = object_body(&kind_schema);
     if crate::discovery::is_create_only(def) {
         paths.insert(collection, json!({"post": post, "parameters": shared}));
         return;
@@ -376,10 +381,7 @@ fn resource_paths(def: &ResourceDef, paths: &mut Map<String, Value>) {
         write_parameters(false),
         &def.kind,
     );
-    put["requestBody"] = json!({
-        "content": {"*/*": {"schema": schema_ref(&kind_schema)}},
-        "required": true,
-    });
+    put["requestBody"] = object_body(&kind_schema);
     let mut patch = operation(
         def,
         "patch",

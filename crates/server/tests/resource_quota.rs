@@ -6,7 +6,7 @@ mod common;
 use serde_json::{Value, json};
 use watchkeeper::config::ServeArgs;
 
-use common::{get_json, request, send_json, server_with};
+use common::{created, get_json, request, send_json, server_with, written};
 
 const NS: &str = "/api/v1/namespaces/qa";
 
@@ -703,9 +703,7 @@ async fn a_quota_counting_quotas_counts_itself() {
         json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": name},
             "spec": {"hard": {"pods": "1"}}})
     };
-    let (status, body) =
-        send_json(addr, "POST", &format!("{NS}/resourcequotas"), &quota("b")).await;
-    assert_eq!(status, 201, "{body}");
+    created(addr, &format!("{NS}/resourcequotas"), &quota("b")).await;
     assert_eq!(
         used(addr).await,
         json!({"count/resourcequotas": "2", "resourcequotas": "2"})
@@ -742,16 +740,14 @@ async fn a_quota_made_beside_its_namespace_s_first_objects_counts_them() {
     let want = json!({"count/serviceaccounts": "1"});
     for round in 0..20 {
         let namespace = format!("fresh-{round}");
-        let (status, body) = send_json(
+        created(
             addr,
-            "POST",
             "/api/v1/namespaces",
             &json!({"metadata": {"name": namespace}}),
         )
         .await;
-        assert_eq!(status, 201, "{body}");
         let quotas = format!("/api/v1/namespaces/{namespace}/resourcequotas");
-        let (status, created) = send_json(
+        let quota = written(
             addr,
             "POST",
             &quotas,
@@ -759,11 +755,10 @@ async fn a_quota_made_beside_its_namespace_s_first_objects_counts_them() {
                 "spec": {"hard": {"count/serviceaccounts": "10"}}}),
         )
         .await;
-        assert_eq!(status, 201, "{created}");
-        if created["status"]["used"] == want {
+        if quota["status"]["used"] == want {
             continue;
         }
-        let from = created["metadata"]["resourceVersion"].as_str().unwrap();
+        let from = quota["metadata"]["resourceVersion"].as_str().unwrap();
         let mut watch = common::WatchReader::open(
             addr,
             &format!("{quotas}?watch=true&resourceVersion={from}"),

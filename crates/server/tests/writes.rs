@@ -9,7 +9,7 @@ mod common;
 
 use serde_json::{Value, json};
 
-use common::{WatchReader, get_json, request, send_json, write_warned};
+use common::{WatchReader, get_json, request, send_json, write_warned, written};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
@@ -1329,14 +1329,13 @@ async fn duplicate_and_unknown_fields_of_patch_bodies() {
 async fn a_json_patch_on_which_kube_panics_is_its_plain_text_500() {
     let server = common::server().await;
     let addr = server.addr;
-    let (status, created) = send_json(
+    let created = written(
         addr,
         "POST",
         CMS,
         &json!({"metadata": {"name": "panics"}, "data": {"a": "1"}}),
     )
     .await;
-    assert_eq!(status, 201, "{created}");
     let answer = watchkeeper_testkit::request(
         addr,
         "PATCH",
@@ -1829,8 +1828,7 @@ async fn strategic_merge_patches_apply_to_definitions_and_events_v1() {
     let addr = server.addr;
     let strategic = "application/strategic-merge-patch+json";
     let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
-    let (status, crd) = send_json(addr, "POST", crds, &common::widgets_crd()).await;
-    assert_eq!(status, 201, "{crd}");
+    let crd = written(addr, "POST", crds, &common::widgets_crd()).await;
     let name = crd["metadata"]["name"].as_str().unwrap().to_owned();
     let (status, patched) = request(
         addr,
@@ -1849,8 +1847,7 @@ async fn strategic_merge_patches_apply_to_definitions_and_events_v1() {
         "note": "n", "action": "Do", "reason": "Test", "type": "Normal",
         "reportingController": "test-controller", "reportingInstance": "test-node",
         "regarding": {"namespace": "default", "name": "x", "kind": "Pod"}});
-    let (status, created) = send_json(addr, "POST", events, &event).await;
-    assert_eq!(status, 201, "{created}");
+    common::created(addr, events, &event).await;
     let (status, patched) = request(
         addr,
         "PATCH",
@@ -1871,15 +1868,13 @@ async fn strategic_merge_patches_apply_to_definitions_and_events_v1() {
     let version = crd["spec"]["versions"][0]["name"].as_str().unwrap();
     let kind = crd["spec"]["names"]["kind"].as_str().unwrap();
     let widgets = format!("/apis/{group}/{version}/namespaces/default/{plural}");
-    let (status, widget) = send_json(
+    common::created(
         addr,
-        "POST",
         &widgets,
         &json!({"apiVersion": format!("{group}/{version}"), "kind": kind,
             "metadata": {"name": "w"}}),
     )
     .await;
-    assert_eq!(status, 201, "{widget}");
     let (status, refused) = request(
         addr,
         "PATCH",
