@@ -334,6 +334,13 @@ pub const DEFAULTS: &[(&str, &str, &str, &str)] = &[
         "spec.egress[].ports[].protocol",
         r#""TCP""#,
     ),
+    // `SetDefaults_ServiceReference` of kube-aggregator's `v1` (a pointer: only when sent).
+    (
+        "apiregistration.k8s.io",
+        "APIService",
+        "spec.service?.port",
+        "443",
+    ),
     ("", "Service", "spec.type!", r#""ClusterIP""#),
     ("", "Service", "spec.sessionAffinity!", r#""None""#),
     ("", "Service", "spec.ports[].protocol!", r#""TCP""#),

@@ -321,16 +321,101 @@ pub fn api_versions_with_address(server_address: &str) -> Value {
     })
 }
 
-/// The named groups: Kubernetes' own (no dot, or `*.k8s.io` / `*.kubernetes.io`, names a
-/// CustomResourceDefinition cannot take without Kubernetes' approval) in the order they first
-/// appear (kube-apiserver's order), then the others by name, as kube-apiserver's aggregator
-/// orders groups of equal priority (every CustomResourceDefinition's group has the same,
-/// lower one). A built-in group's
-/// versions keep their order; another group's are in Kubernetes' version priority
-/// ([`compare_kube_versions`]), so its preferred version is the most stable, newest one.
+/// kube-apiserver's APIService priorities of the group/versions it serves, `(group, version,
+/// groupPriorityMinimum, versionPriority)`: `DefaultGenericAPIServicePriorities` merged with
+/// kube-apiserver's own (`cmd/kube-apiserver/app/aggregator.go`). They order the groups of
+/// discovery and are the specs of the APIServices registered for them
+/// (`controllers::apiservices` in the server).
+pub const API_SERVICE_PRIORITIES: &[(&str, &str, i32, i32)] = &[
+    ("", "v1", 18000, 1),
+    ("apps", "v1", 17800, 15),
+    ("events.k8s.io", "v1", 17750, 15),
+    ("events.k8s.io", "v1beta1", 17750, 5),
+    ("authentication.k8s.io", "v1", 17700, 15),
+    ("authentication.k8s.io", "v1beta1", 17700, 9),
+    ("authentication.k8s.io", "v1alpha1", 17700, 1),
+    ("authorization.k8s.io", "v1", 17600, 15),
+    ("autoscaling", "v1", 17500, 15),
+    ("autoscaling", "v2", 17500, 30),
+    ("autoscaling", "v2beta1", 17500, 9),
+    ("autoscaling", "v2beta2", 17500, 1),
+    ("batch", "v1", 17400, 15),
+    ("batch", "v1beta1", 17400, 9),
+    ("batch", "v2alpha1", 17400, 9),
+    ("certificates.k8s.io", "v1", 17300, 15),
+    ("certificates.k8s.io", "v1beta1", 17300, 9),
+    ("certificates.k8s.io", "v1alpha1", 17300, 1),
+    ("networking.k8s.io", "v1", 17200, 15),
+    ("networking.k8s.io", "v1beta1", 17200, 9),
+    ("policy", "v1", 17100, 15),
+    ("policy", "v1beta1", 17100, 9),
+    ("rbac.authorization.k8s.io", "v1", 17000, 15),
+    ("storage.k8s.io", "v1", 16800, 15),
+    ("storage.k8s.io", "v1beta1", 16800, 9),
+    ("storage.k8s.io", "v1alpha1", 16800, 1),
+    ("apiextensions.k8s.io", "v1", 16700, 15),
+    ("admissionregistration.k8s.io", "v1", 16700, 15),
+    ("admissionregistration.k8s.io", "v1beta1", 16700, 12),
+    ("admissionregistration.k8s.io", "v1alpha1", 16700, 9),
+    ("scheduling.k8s.io", "v1", 16600, 15),
+    ("coordination.k8s.io", "v1", 16500, 15),
+    ("coordination.k8s.io", "v1beta1", 16500, 13),
+    ("coordination.k8s.io", "v1alpha2", 16500, 12),
+    ("node.k8s.io", "v1", 16300, 15),
+    ("node.k8s.io", "v1beta1", 16300, 9),
+    ("node.k8s.io", "v1alpha1", 16300, 1),
+    ("discovery.k8s.io", "v1", 16200, 15),
+    ("discovery.k8s.io", "v1beta1", 16200, 12),
+    ("resource.k8s.io", "v1beta2", 16200, 15),
+    ("resource.k8s.io", "v1beta1", 16200, 9),
+    ("resource.k8s.io", "v1alpha3", 16200, 1),
+    ("flowcontrol.apiserver.k8s.io", "v1", 16100, 21),
+    ("flowcontrol.apiserver.k8s.io", "v1beta3", 16100, 18),
+    ("flowcontrol.apiserver.k8s.io", "v1beta2", 16100, 15),
+    ("flowcontrol.apiserver.k8s.io", "v1beta1", 16100, 12),
+    ("flowcontrol.apiserver.k8s.io", "v1alpha1", 16100, 9),
+    ("internal.apiserver.k8s.io", "v1alpha1", 16000, 9),
+    ("storagemigration.k8s.io", "v1beta1", 15800, 9),
+];
+
+/// The `groupPriorityMinimum` and `versionPriority` of `group`/`version` in
+/// [`API_SERVICE_PRIORITIES`]; `None` for a group/version kube-apiserver registers no
+/// APIService for at start (its own `apiregistration.k8s.io`, or a custom resource's).
+#[must_use]
+pub fn api_service_priority(group: &str, version: &str) -> Option<(i32, i32)> {
+    API_SERVICE_PRIORITIES
+        .iter()
+        .find(|(g, v, _, _)| *g == group && *v == version)
+        .map(|&(_, _, group_priority, version_priority)| (group_priority, version_priority))
+}
+
+/// The `groupPriorityMinimum` the APIServices of a CustomResourceDefinition's group/versions
+/// get (kube's `crdRegistrationController`), and their `versionPriority`.
+pub const CUSTOM_GROUP_PRIORITY: (i32, i32) = (1000, 100);
+
+/// Where `group` sorts among the groups of discovery: kube-aggregator lists its own
+/// `apiregistration.k8s.io` first, then the groups by their APIServices' highest
+/// `groupPriorityMinimum` (a custom resource's group has 1000).
+fn group_rank(group: &str) -> i32 {
+    if group == "apiregistration.k8s.io" {
+        return i32::MAX;
+    }
+    API_SERVICE_PRIORITIES
+        .iter()
+        .filter(|(g, _, _, _)| *g == group)
+        .map(|&(_, _, priority, _)| priority)
+        .max()
+        .unwrap_or(CUSTOM_GROUP_PRIORITY.0)
+}
+
+/// The named groups in kube-aggregator's order (`SortedByGroupAndVersion`): by their
+/// APIServices' `groupPriorityMinimum`, highest first (`apiregistration.k8s.io` before every
+/// other, [`group_rank`]), groups of equal priority by name (every CustomResourceDefinition's
+/// group has the same, lower one). A group's versions by their `versionPriority`, highest
+/// first, then in Kubernetes' version priority ([`compare_kube_versions`]; a custom resource's
+/// versions all have 100), so its preferred version is the most stable, newest one.
 fn groups(defs: &[ResourceDef]) -> Vec<(&str, Vec<&str>)> {
     let mut groups: Vec<(&str, Vec<&str>)> = Vec::new();
-    let mut builtin = 0;
     for def in defs.iter().filter(|d| !d.group.is_empty()) {
         match groups.iter_mut().find(|(g, _)| *g == def.group) {
             Some((_, versions)) => {
@@ -338,22 +423,23 @@ fn groups(defs: &[ResourceDef]) -> Vec<(&str, Vec<&str>)> {
                     versions.push(&def.version);
                 }
             }
-            None => {
-                let kubernetes = !def.group.contains('.')
-                    || def.group.ends_with(".k8s.io")
-                    || def.group.ends_with(".kubernetes.io");
-                if kubernetes {
-                    groups.insert(builtin, (&def.group, vec![&def.version]));
-                    builtin += 1;
-                } else {
-                    groups.push((&def.group, vec![&def.version]));
-                }
-            }
+            None => groups.push((&def.group, vec![&def.version])),
         }
     }
-    groups[builtin..].sort_by(|a, b| a.0.cmp(b.0));
-    for (_, versions) in &mut groups[builtin..] {
-        versions.sort_by(|a, b| compare_kube_versions(a, b));
+    groups.sort_by(|a, b| {
+        group_rank(b.0)
+            .cmp(&group_rank(a.0))
+            .then_with(|| a.0.cmp(b.0))
+    });
+    for (group, versions) in &mut groups {
+        let priority = |version: &str| {
+            api_service_priority(group, version).map_or(CUSTOM_GROUP_PRIORITY.1, |(_, v)| v)
+        };
+        versions.sort_by(|a, b| {
+            priority(b)
+                .cmp(&priority(a))
+                .then_with(|| compare_kube_versions(a, b))
+        });
     }
     groups
 }
@@ -840,28 +926,29 @@ mod tests {
             .collect();
         assert_eq!(
             names,
+            // kube-apiserver 1.33's `/apis`: kube-aggregator's own group, then by priority.
             [
+                "apiregistration.k8s.io",
                 "apps",
-                "coordination.k8s.io",
-                "discovery.k8s.io",
+                "authentication.k8s.io",
+                "authorization.k8s.io",
+                "autoscaling",
                 "batch",
-                "policy",
+                "certificates.k8s.io",
                 "networking.k8s.io",
+                "policy",
                 "rbac.authorization.k8s.io",
                 "storage.k8s.io",
-                "scheduling.k8s.io",
-                "certificates.k8s.io",
                 "admissionregistration.k8s.io",
-                "apiregistration.k8s.io",
+                "scheduling.k8s.io",
+                "coordination.k8s.io",
                 "node.k8s.io",
+                "discovery.k8s.io",
                 "flowcontrol.apiserver.k8s.io",
-                "autoscaling",
-                "authorization.k8s.io",
-                "authentication.k8s.io"
             ]
         );
         assert_eq!(
-            list["groups"][0],
+            list["groups"][1],
             json!({"name": "apps", "versions": [{"groupVersion": "apps/v1", "version": "v1"}],
                    "preferredVersion": {"groupVersion": "apps/v1", "version": "v1"}})
         );
@@ -1172,7 +1259,7 @@ mod tests {
         assert_eq!(groups.len(), 17);
         assert_eq!(
             groups[..3],
-            ["apps", "coordination.k8s.io", "discovery.k8s.io"]
+            ["apiregistration.k8s.io", "apps", "authentication.k8s.io"]
         );
     }
 

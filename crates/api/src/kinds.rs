@@ -15,9 +15,8 @@
 //!   only when sent, and zero values Go cannot tell from absent); the fixed ones are rows of
 //!   [`crate::defaults::DEFAULTS`]. Like every default, they only fill what is absent.
 //! - The `status` subresource's rules ([`has_status_rules`]): VolumeAttachments,
-//!   ValidatingAdmissionPolicies, FlowSchemas, PriorityLevelConfigurations and ServiceCIDRs are
-//!   created without
-//!   a status, and Deployments, ReplicaSets, StatefulSets, DaemonSets, Jobs, CronJobs,
+//!   ValidatingAdmissionPolicies, FlowSchemas, PriorityLevelConfigurations, ServiceCIDRs and
+//!   APIServices are created without a status, and Deployments, ReplicaSets, StatefulSets, DaemonSets, Jobs, CronJobs,
 //!   ReplicationControllers, PodDisruptionBudgets and Ingresses with their empty one
 //!   ([`created_status`]); all keep their stored status on writes to the main endpoint and keep
 //!   everything but the status on writes to `/status` (kube's strategies' `PrepareForCreate` /
@@ -94,6 +93,7 @@ pub fn has_status_rules(def: &ResourceDef) -> bool {
         )
         || is(def, "flowcontrol.apiserver.k8s.io", "FlowSchema")
         || is(def, "networking.k8s.io", "ServiceCIDR")
+        || is(def, "apiregistration.k8s.io", "APIService")
         || is(
             def,
             "flowcontrol.apiserver.k8s.io",
@@ -108,8 +108,9 @@ pub fn has_status_rules(def: &ResourceDef) -> bool {
 /// and owner references too, but a Deployment's labels (`deploymentStatusStrategy` keeps
 /// them) and the generation, which only a change of the spec moves. The kinds whose status
 /// strategy keeps the whole stored metadata (`ResetObjectMetaForStatus` or a copy of it:
-/// FlowSchemas, PriorityLevelConfigurations, VolumeAttachments, ValidatingAdmissionPolicies)
-/// keep all but the status and the managed fields ([`crate::crd::status_rules`], a custom
+/// FlowSchemas, PriorityLevelConfigurations, VolumeAttachments, ValidatingAdmissionPolicies;
+/// APIServices, whose `apiServerStatusStrategy` keeps the labels, annotations, finalizers and
+/// owner references) keep all but the status and the managed fields ([`crate::crd::status_rules`], a custom
 /// resource's rule).
 #[must_use]
 pub fn status_rules(
@@ -129,7 +130,8 @@ pub fn status_rules(
             def,
             "admissionregistration.k8s.io",
             "ValidatingAdmissionPolicy",
-        );
+        )
+        || is(def, "apiregistration.k8s.io", "APIService");
     let Some(old) = old.filter(|_| subresource == "status" && !keeps_metadata) else {
         return crate::crd::status_rules(subresource, old, new);
     };
@@ -147,12 +149,12 @@ pub fn status_rules(
 
 /// The status a workload kind's object is created with (its strategy's `PrepareForCreate`
 /// resets it to the empty Go struct: [`crate::protobuf::gostruct::zero_field`], the fields
-/// without `omitempty`, `{"replicas": 0}` for a ReplicaSet), for the workload kinds whose
-/// writes follow the `status` subresource's rules as kube's strategies (`PrepareForUpdate`)
-/// apply them; `None` for the others.
+/// without `omitempty`, `{"replicas": 0}` for a ReplicaSet), for the workload kinds (and
+/// APIServices, `{}`) whose writes follow the `status` subresource's rules as kube's
+/// strategies (`PrepareForUpdate`) apply them; `None` for the others.
 #[must_use]
 pub fn created_status(def: &ResourceDef) -> Option<Value> {
-    let workload = matches!(
+    let created_empty = matches!(
         (def.group.as_str(), def.kind.as_str()),
         (
             "apps",
@@ -161,8 +163,9 @@ pub fn created_status(def: &ResourceDef) -> Option<Value> {
             | ("", "ReplicationController")
             | ("policy", "PodDisruptionBudget")
             | ("networking.k8s.io", "Ingress")
+            | ("apiregistration.k8s.io", "APIService")
     );
-    if !workload {
+    if !created_empty {
         return None;
     }
     crate::protobuf::gostruct::zero_field(def, "status")
@@ -385,6 +388,7 @@ pub fn validate_write(
         ("admissionregistration.k8s.io", "MutatingWebhookConfiguration") => {
             webhooks::validate(object, true, &mut causes);
         }
+        ("apiregistration.k8s.io", "APIService") => api_service(object, &mut causes),
         ("flowcontrol.apiserver.k8s.io", "FlowSchema") => flow_schema(object, &mut causes),
         ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration") => {
             priority_level(object, &mut causes);
@@ -936,6 +940,114 @@ fn priority_class(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) 
             causes.push(forbidden("value", "may not be changed in an update."));
         }
         immutable("preemptionPolicy", object, Some(old), causes);
+    }
+}
+
+/// kube-aggregator's `ValidateAPIService` (the name after the generic path-segment check,
+/// [`crate::meta::validate_name`]) and `ValidateAPIServiceStatus`.
+fn api_service(object: &Value, causes: &mut Vec<Cause>) {
+    let (group, version) = (text(object, "spec.group"), text(object, "spec.version"));
+    let name = text(object, "metadata.name");
+    let required_name = format!("{version}.{group}");
+    if name != required_name {
+        causes.push(invalid(
+            "metadata.name",
+            &json!(name),
+            &format!(
+                "must be `spec.version+\".\"+spec.group`: {}",
+                crate::field::go_quote(&required_name)
+            ),
+        ));
+    }
+    if group.is_empty() && version != "v1" {
+        causes.push(required(
+            "spec.group",
+            "only v1 may have an empty group and it better be legacy kube",
+        ));
+    }
+    if !group.is_empty() {
+        for problem in crate::names::dns1123_subdomain_problems(group) {
+            causes.push(invalid("spec.group", &json!(group), &problem));
+        }
+    }
+    for problem in crate::names::dns1035_label_problems(version) {
+        causes.push(invalid("spec.version", &json!(version), &problem));
+    }
+    let int = |path: &str| lookup(object, path).and_then(Value::as_i64).unwrap_or(0);
+    let group_priority = int("spec.groupPriorityMinimum");
+    if group_priority <= 0 || group_priority > 20000 {
+        causes.push(invalid(
+            "spec.groupPriorityMinimum",
+            &json!(group_priority),
+            "must be positive and less than 20000",
+        ));
+    }
+    let version_priority = int("spec.versionPriority");
+    if version_priority <= 0 || version_priority > 1000 {
+        causes.push(invalid(
+            "spec.versionPriority",
+            &json!(version_priority),
+            "must be positive and less than 1000",
+        ));
+    }
+    let ca_bundle = {
+        use base64::Engine;
+        let encoded = text(object, "spec.caBundle");
+        base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .map_or(encoded.len(), |bytes| bytes.len())
+    };
+    let insecure =
+        lookup(object, "spec.insecureSkipTLSVerify").and_then(Value::as_bool) == Some(true);
+    match lookup(object, "spec.service").filter(|s| s.is_object()) {
+        None => {
+            if ca_bundle != 0 {
+                causes.push(invalid(
+                    "spec.caBundle",
+                    &json!(format!("{ca_bundle} bytes")),
+                    "local APIServices may not have a caBundle",
+                ));
+            }
+            if insecure {
+                causes.push(invalid(
+                    "spec.insecureSkipTLSVerify",
+                    &json!(true),
+                    "local APIServices may not have insecureSkipTLSVerify",
+                ));
+            }
+        }
+        Some(service) => {
+            for key in ["namespace", "name"] {
+                if service[key].as_str().unwrap_or_default().is_empty() {
+                    causes.push(required(&format!("spec.service.{key}"), ""));
+                }
+            }
+            let port = service["port"].as_i64().unwrap_or(0);
+            if !(1..=65535).contains(&port) {
+                causes.push(invalid(
+                    "spec.service.port",
+                    &json!(port),
+                    "port is not valid: must be between 1 and 65535, inclusive",
+                ));
+            }
+            if insecure && ca_bundle > 0 {
+                causes.push(invalid(
+                    "spec.insecureSkipTLSVerify",
+                    &json!(true),
+                    "may not be true if caBundle is present",
+                ));
+            }
+        }
+    }
+    for (i, condition) in items(object, "status.conditions").iter().enumerate() {
+        let status = &condition["status"];
+        if !matches!(status.as_str(), Some("True" | "False" | "Unknown")) {
+            causes.push(not_supported(
+                &format!("status.conditions[{i}].status"),
+                status,
+                &["True", "False", "Unknown"],
+            ));
+        }
     }
 }
 

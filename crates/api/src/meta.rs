@@ -40,6 +40,9 @@ pub fn validate_name(def: &ResourceDef, name: &str) -> Result<(), String> {
         // (`ValidateCertificateRequestName` takes any name).
         ("rbac.authorization.k8s.io", _)
         | ("certificates.k8s.io", "certificatesigningrequests") => path_segment(name),
+        // `ValidateAPIService`: a path segment, then `version.group` (checked with the spec,
+        // `crate::kinds`), which lets the core group's `v1.` through.
+        ("apiregistration.k8s.io", "apiservices") => path_segment(name),
         // Custom resources: their strategy's `path.ValidatePathSegmentName`. (CRDs themselves,
         // `events.k8s.io` Events and the reviews stay DNS subdomains.)
         (group, _)

@@ -23,6 +23,10 @@
 //!     created);
 //!   - the PriorityClasses `system-node-critical` (2000001000) and `system-cluster-critical`
 //!     (2000000000) with kube's descriptions (its scheduling REST storage's post-start hook);
+//!   - the APIServices of the group/versions it serves (kube-aggregator's `autoregister`,
+//!     `controllers::apiservices::built_in`), with the `Available` condition its local
+//!     availability controller writes, stamped with the start (the controller then keeps
+//!     them, and those of CRDs, while serving);
 //!   - API Priority and Fairness' configuration (k8s.io/apiserver's
 //!     `flowcontrol/bootstrap/default.go`): the mandatory PriorityLevelConfigurations and
 //!     FlowSchemas `exempt` and `catch-all` and the suggested ones (`system`, `node-high`,
@@ -48,6 +52,7 @@
 //!   start, as kube-apiserver's RBAC bootstrap does; the system PriorityClasses may not be
 //!   deleted, and the system namespaces neither.
 
+use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use serde_json::{Value, json};
@@ -86,7 +91,12 @@ impl Seed {
 
 /// The objects kube-apiserver creates at start (see the module docs), stamped `now` (RFC 3339)
 /// with fresh uids.
-fn seeds(ranges: &[IpRange], server: SocketAddr, now: &str) -> Vec<Seed> {
+fn seeds(
+    ranges: &[IpRange],
+    server: SocketAddr,
+    apiservices: &BTreeMap<String, Value>,
+    now: &str,
+) -> Vec<Seed> {
     let service_ip = ranges[0].first();
     let cidrs: Vec<String> = ranges.iter().map(ToString::to_string).collect();
     let family = if service_ip.is_ipv4() { "IPv4" } else { "IPv6" };
@@ -255,6 +265,12 @@ fn seeds(ranges: &[IpRange], server: SocketAddr, now: &str) -> Vec<Seed> {
     ]);
     seeds.extend(system_priority_classes());
     seeds.extend(flow_control_configuration(now));
+    seeds.extend(apiservices.iter().map(|(name, spec)| Seed {
+        plural: "apiservices",
+        group: "apiregistration.k8s.io",
+        namespace: "",
+        body: crate::controllers::apiservices::started(name, spec, now),
+    }));
     for seed in &mut seeds {
         let keeps_generation = seed.group == "flowcontrol.apiserver.k8s.io";
         let metadata = &mut seed.body["metadata"];
@@ -349,8 +365,9 @@ pub async fn bootstrap(
     prefix: &str,
     ranges: &[IpRange],
     server: SocketAddr,
+    apiservices: &BTreeMap<String, Value>,
 ) -> Result<(), StartError> {
-    ensure(store, prefix, ranges, server, |_| true).await?;
+    ensure(store, prefix, (ranges, server, apiservices), |_| true).await?;
     repair_ip_addresses(store, prefix, ranges).await;
     crate::limits::apf::bootstrap::ensure(store, prefix).await
 }
@@ -438,7 +455,7 @@ pub async fn restore_kept(
     ranges: &[IpRange],
     server: SocketAddr,
 ) -> Result<(), StartError> {
-    ensure(store, prefix, ranges, server, |seed| {
+    ensure(store, prefix, (ranges, server, &BTreeMap::new()), |seed| {
         kept(seed.group, seed.plural, seed.namespace, seed.name())
             // The `kubernetes` Service's IPAddress, created again with the Service (deleting
             // the Service deleted it).
@@ -452,13 +469,12 @@ pub async fn restore_kept(
 async fn ensure(
     store: &AnyStore,
     prefix: &str,
-    ranges: &[IpRange],
-    server: SocketAddr,
+    (ranges, server, apiservices): (&[IpRange], SocketAddr, &BTreeMap<String, Value>),
     wanted: impl Fn(&Seed) -> bool,
 ) -> Result<(), StartError> {
     let defs = builtin_resources();
     let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    for seed in seeds(ranges, server, &now)
+    for seed in seeds(ranges, server, apiservices, &now)
         .into_iter()
         .filter(|seed| wanted(seed))
     {
@@ -501,7 +517,12 @@ mod tests {
         let server = advertised("0.0.0.0:6443".parse().unwrap());
         assert_eq!(server.to_string(), "127.0.0.1:6443");
         let range = |text: &str| vec![IpRange::parse(text).unwrap()];
-        let v4 = seeds(&range("10.0.0.0/24"), server, "2024-01-01T00:00:00Z");
+        let v4 = seeds(
+            &range("10.0.0.0/24"),
+            server,
+            &BTreeMap::new(),
+            "2024-01-01T00:00:00Z",
+        );
         let service = v4.iter().find(|s| s.plural == "services").unwrap();
         assert_eq!(service.body["spec"]["clusterIP"], "10.0.0.1");
         assert_eq!(service.body["spec"]["ports"][0]["targetPort"], 6443);
@@ -517,17 +538,23 @@ mod tests {
         let cidr = v4.iter().find(|s| s.plural == "servicecidrs").unwrap();
         assert_eq!(cidr.name(), "kubernetes");
         assert_eq!(cidr.body["spec"]["cidrs"], json!(["10.0.0.0/24"]));
-        let v6 = seeds(&range("fd00::/108"), server, "2024-01-01T00:00:00Z");
+        let v6 = seeds(
+            &range("fd00::/108"),
+            server,
+            &BTreeMap::new(),
+            "2024-01-01T00:00:00Z",
+        );
         let service = v6.iter().find(|s| s.plural == "services").unwrap();
         assert_eq!(service.body["spec"]["ipFamilies"], json!(["IPv6"]));
         assert_eq!(service.body["spec"]["clusterIP"], "fd00::1");
     }
 
     #[test]
-    fn kube_apiserver_priority_classes_and_flow_control_objects() {
+    fn kube_apiserver_priority_classes_flow_control_objects_and_apiservices() {
         let seeds = seeds(
             &[IpRange::parse("10.0.0.0/24").unwrap()],
             "127.0.0.1:6443".parse().unwrap(),
+            &crate::controllers::apiservices::built_in(&builtin_resources()),
             "2024-01-01T00:00:00Z",
         );
         let find = |plural: &str, name: &str| {
@@ -536,6 +563,28 @@ mod tests {
                 .find(|s| s.plural == plural && s.name() == name)
                 .unwrap_or_else(|| panic!("no {plural} {name}"))
         };
+        // As the controller leaves them after its first look: nothing to write after start.
+        let events = find("apiservices", "v1.events.k8s.io");
+        assert_eq!(
+            events.body["metadata"]["labels"],
+            json!({"kube-aggregator.kubernetes.io/automanaged": "onstart"})
+        );
+        assert_eq!(events.body["spec"]["groupPriorityMinimum"], 17750);
+        assert_eq!(
+            events.body["status"]["conditions"][0]["reason"], "Local",
+            "{}",
+            events.body
+        );
+        assert!(
+            find("apiservices", "v1.").body["spec"]
+                .get("group")
+                .is_none()
+        );
+        assert!(
+            seeds
+                .iter()
+                .all(|s| s.name() != "v1.apiregistration.k8s.io")
+        );
         let node = find("priorityclasses", "system-node-critical");
         assert_eq!(node.body["value"], 2_000_001_000);
         assert_eq!(

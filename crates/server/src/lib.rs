@@ -381,11 +381,13 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
             fresh.nudge =
                 crate::source::nudge::Nudge::new(&store, &config.prefix, config.fresh_nudge)
                     .map(Arc::new);
+            let defs = resource_defs(&config)?;
             bootstrap::bootstrap(
                 &store,
                 &config.prefix,
                 &config.service_cluster_ip_ranges,
                 bootstrap::advertised(addr),
+                &crate::controllers::apiservices::built_in(&defs),
             )
             .await?;
             if auth.rbac().is_some() {
@@ -424,11 +426,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
             )))
             .with_rbac_escalation_check(auth.rbac().is_some().then(|| auth.clone()))
             .with_policy_authorizer(auth.clone());
-            (
-                Source::store(store, fresh, backoff),
-                resource_defs(&config)?,
-                true,
-            )
+            (Source::store(store, fresh, backoff), defs, true)
         }
     };
     let clock = Clock::new();
@@ -538,6 +536,12 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         .then(crate::controllers::clusterrole_aggregation::ClusterRoleAggregation::new);
     let storage_protection = (store_mode && config.admission.storage_object_in_use_protection)
         .then(crate::controllers::storage_protection::StorageProtection::new);
+    // Over a store, the aggregator's APIServices (the built-in group/versions, the CRDs').
+    let apiservices = store_mode.then(|| {
+        crate::controllers::apiservices::ApiServices::new(
+            crate::controllers::apiservices::built_in(&defs),
+        )
+    });
     let mut observers: Vec<Arc<dyn crate::source::feed::Observer>> = Vec::new();
     if let Some(rbac) = auth.rbac() {
         if !store_mode {
@@ -561,6 +565,9 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         observers.push(finalizer.clone());
     }
     if let Some(controller) = &storage_protection {
+        observers.push(controller.clone());
+    }
+    if let Some(controller) = &apiservices {
         observers.push(controller.clone());
     }
     // Over a store, the Service allocators keep what the cached Services and IPAddresses hold.
@@ -694,6 +701,9 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
             tokio::spawn(controller.run(context.clone(), shutdown_rx.clone()));
         }
         if let Some(controller) = flowschema_status {
+            tokio::spawn(controller.run(context.clone(), shutdown_rx.clone()));
+        }
+        if let Some(controller) = apiservices {
             tokio::spawn(controller.run(context.clone(), shutdown_rx.clone()));
         }
         if let Some(collector) = pod_gc {

@@ -1060,12 +1060,18 @@ async fn aggregated_discovery_is_negotiated() {
             assert_eq!(names, [""]);
         } else {
             assert_eq!(names.len(), 19, "{names:?}");
+            // kube-aggregator's order: its own group, then by the APIServices' priorities.
             assert_eq!(
-                names[..3],
-                ["apps", "coordination.k8s.io", "discovery.k8s.io"]
+                names[..4],
+                [
+                    "apiregistration.k8s.io",
+                    "apps",
+                    "events.k8s.io",
+                    "authentication.k8s.io"
+                ]
             );
             assert!(names.iter().any(|n| n == "rbac.authorization.k8s.io"));
-            assert!(names.iter().any(|n| n == "events.k8s.io"));
+            assert_eq!(names[names.len() - 1], "flowcontrol.apiserver.k8s.io");
         }
         let etag = answer.header("etag").expect("an etag").to_owned();
         let cached = watchkeeper_testkit::request(

@@ -3,6 +3,7 @@
 //! cluster's controllers run). They read the caches and write through the ordinary write
 //! path ([`crate::source::store::StoreSource`]), as a client would.
 
+pub mod apiservices;
 pub mod clusterrole_aggregation;
 pub mod crd_finalizer;
 pub mod flowschema_status;
