@@ -2746,6 +2746,13 @@ mod tests {
         let mut target = json!({"a": "b"});
         merge_patch(&mut target, json!({"a": {"c": null, "d": 1}}));
         assert_eq!(target, json!({"a": {"d": 1}}));
+        // v4 keeps the `null` members within an array that replaces an object, and drops them
+        // when it replaces an array: the same patch twice differs.
+        let mut target = json!({"a": {}});
+        merge_patch(&mut target, json!({"a": [{"b": null}]}));
+        assert_eq!(target, json!({"a": [{"b": null}]}));
+        merge_patch(&mut target, json!({"a": [{"b": null}]}));
+        assert_eq!(target, json!({"a": [{}]}));
         // v4's `ErrBadJSONPatch`: not JSON, `null` or a scalar.
         for body in [&b"{not json"[..], b"null", b"5", b"\"x\"", b"true"] {
             let err = apply_patch(&def("pods"), PatchType::Merge, &pod(), body).unwrap_err();

@@ -126,15 +126,20 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
     #[test]
-    fn merge_patches_give_objects_and_are_idempotent(original in arb_json(), patch in arb_json()) {
+    fn merge_patches_give_objects_and_are_idempotent_from_the_second(original in arb_json(), patch in arb_json()) {
         let pods = def("pods");
         let bytes = serde_json::to_vec(&patch).unwrap();
         let result = apply_patch(&pods, PatchType::Merge, &original, &bytes);
         check(&result)?;
         check_size_bound(&original, &bytes, &result)?;
         if let Ok(once) = result {
+            // Idempotent from the second application on: evanphx/json-patch v4 (kube's) keeps
+            // the `null` members within an array that replaces an object and drops them when
+            // the same array replaces that array (`{"a": {}}` patched with `{"a": [{"b":
+            // null}]}` is `[{"b": null}]`, then `[{}]`), so only the first may differ.
             let twice = apply_patch(&pods, PatchType::Merge, &once, &bytes).unwrap();
-            prop_assert_eq!(twice, once);
+            let thrice = apply_patch(&pods, PatchType::Merge, &twice, &bytes).unwrap();
+            prop_assert_eq!(thrice, twice);
         }
     }
 

@@ -26,7 +26,7 @@ use watchkeeper_testkit::raw;
 
 use common::{
     HANG_GUARD, merge_patch, request, request_with_headers, restarted, send_json, server_with,
-    widgets_crd,
+    widgets_crd, write_warned,
 };
 
 const CM: &str = "/api/v1/namespaces/default/configmaps";
@@ -875,7 +875,8 @@ async fn rules_at_every_level_of_a_deep_crd_accept_its_deep_objects_run() {
 /// decodes it: a field of the wrong type is its 400 in `transformDecodeError`'s words, not a
 /// review answered for an array of attributes and echoed back as sent (which no client could
 /// read: the answer broke the review's published schema); a field the type does not declare
-/// is dropped from the answer. Found by schemathesis (tests/python/schemathesis_run.sh).
+/// is dropped from the answer, and reported as `fieldValidation` asks. Found by schemathesis
+/// (tests/python/schemathesis_run.sh).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_review_body_is_decoded_into_its_go_type() {
     let server = server_with(ServeArgs::default()).await;
@@ -920,4 +921,54 @@ async fn a_review_body_is_decoded_into_its_go_type() {
         serde_json::json!({"resourceAttributes": {"verb": "get", "resource": "pods"}})
     );
     assert_eq!(answer["status"]["allowed"], true, "{answer}");
+
+    // Those fields are reported as kube's create handler reports them for every kind, in the
+    // body's order (the sent text has `extra` first): a warning each by default, kube's 400 when strict, nothing when ignored; a
+    // `fieldValidation` kube does not know is its 422 on the create options.
+    let text = body.to_string();
+    let (status, answer, warnings) =
+        write_warned(addr, "POST", reviews, "application/json", &text).await;
+    assert_eq!(status, 201, "{answer}");
+    assert_eq!(
+        warnings,
+        [
+            "299 - \"unknown field \\\"spec.extra\\\"\"",
+            "299 - \"unknown field \\\"spec.resourceAttributes.color\\\"\""
+        ]
+    );
+    let (status, answer, warnings) = write_warned(
+        addr,
+        "POST",
+        &format!("{reviews}?fieldValidation=Strict"),
+        "application/json",
+        &text,
+    )
+    .await;
+    assert_eq!((status, warnings.len()), (400, 0), "{answer}");
+    assert_eq!(
+        answer["message"],
+        "SelfSubjectAccessReview in version \"v1\" cannot be handled as a SelfSubjectAccessReview: strict decoding error: unknown field \"spec.extra\", unknown field \"spec.resourceAttributes.color\""
+    );
+    let (status, _, warnings) = write_warned(
+        addr,
+        "POST",
+        &format!("{reviews}?fieldValidation=Ignore"),
+        "application/json",
+        &text,
+    )
+    .await;
+    assert_eq!((status, warnings.len()), (201, 0));
+    let (status, answer, _) = write_warned(
+        addr,
+        "POST",
+        &format!("{reviews}?fieldValidation=Loose"),
+        "application/json",
+        &text,
+    )
+    .await;
+    assert_eq!(status, 422, "{answer}");
+    assert_eq!(
+        answer["message"],
+        "CreateOptions.meta.k8s.io \"\" is invalid: fieldValidation: Unsupported value: \"Loose\": supported values: \"\", \"Ignore\", \"Strict\", \"Warn\""
+    );
 }

@@ -24,14 +24,18 @@
 //! - Bodies are JSON or Kubernetes protobuf (kubectl sends protobuf); anything else gets the
 //!   server's usual 400/415 Status. A JSON body is decoded into the review's Go type as
 //!   kube-apiserver decodes it: a field of the wrong type is its 400 `<Kind> in version "v1"
-//!   cannot be handled as a <Kind>: json: cannot unmarshal ...`, fields the type does not
-//!   declare are dropped (`fieldValidation` is not applied to reviews: no warning, no strict
-//!   refusal).
+//!   cannot be handled as a <Kind>: json: cannot unmarshal ...`; fields the type does not
+//!   declare (and repeated ones) are dropped and, as kube's create handler does for every
+//!   kind, reported by `fieldValidation`: a `Warning` each (`Warn`, the default), kube's 400
+//!   `... strict decoding error: unknown field "spec.x"` (`Strict`), nothing (`Ignore`). The
+//!   query's create options are checked as kube checks them (an unknown `fieldValidation`
+//!   is its 422 on `CreateOptions`).
 
 use axum::http::{Method, StatusCode};
 use axum::response::Response;
 use serde_json::{Value, json};
 use watchkeeper_api::discovery::REVIEW_RESOURCES;
+use watchkeeper_api::query::FieldValidation;
 use watchkeeper_api::{ApiError, ResourceDef};
 
 use super::App;
@@ -68,7 +72,19 @@ pub fn serve(
     Some(review(app, context, &def, namespace))
 }
 
-fn decode(def: &ResourceDef, context: &RequestContext) -> Result<Value, ApiError> {
+/// The review of `context`'s body, decoded, its unknown and repeated fields reported into
+/// `warnings` or refused as the query's `fieldValidation` asks (see the module docs).
+fn decode(
+    def: &ResourceDef,
+    context: &RequestContext,
+    warnings: &mut crate::respond::Warnings,
+) -> Result<Value, ApiError> {
+    let options = watchkeeper_api::query::write_options(
+        context.query.as_deref(),
+        &[],
+        watchkeeper_api::query::WriteOptionsKind::Create,
+        false,
+    )?;
     let protobuf = context
         .headers
         .get(axum::http::header::CONTENT_TYPE)
@@ -85,7 +101,27 @@ fn decode(def: &ResourceDef, context: &RequestContext) -> Result<Value, ApiError
         if let Value::Object(fields) = &value {
             watchkeeper_api::schema::check_body(def, fields)?;
         }
-        watchkeeper_api::schema::prune_unknown_fields(def, &mut value);
+        let unknown = watchkeeper_api::schema::prune_unknown_fields(def, &mut value);
+        let fields =
+            watchkeeper_api::schema::strict_fields(def, &context.body).unwrap_or_else(|| {
+                unknown
+                    .into_iter()
+                    .map(watchkeeper_api::schema::StrictField::Unknown)
+                    .collect()
+            });
+        if !fields.is_empty() {
+            match options.field_validation {
+                FieldValidation::Ignore => {}
+                FieldValidation::Strict => {
+                    return Err(watchkeeper_api::schema::strict_body_error(def, &fields));
+                }
+                FieldValidation::Warn => {
+                    for field in &fields {
+                        warnings.add(field.to_string());
+                    }
+                }
+            }
+        }
         value
     };
     if value.is_object() {
@@ -121,7 +157,8 @@ fn review(
         return Err(error);
     }
     crate::respond::no_table(&context.headers)?;
-    let body = decode(def, context)?;
+    let mut warnings = crate::respond::Warnings::new();
+    let body = decode(def, context, &mut warnings)?;
     let spec = body.get("spec").cloned().unwrap_or_else(|| json!({}));
     let status = match def.plural.as_str() {
         "selfsubjectreviews" => json!({"userInfo": user_info(caller)}),
@@ -171,7 +208,7 @@ fn review(
         answer["spec"] = spec;
     }
     answer["status"] = status;
-    Ok(json_response(StatusCode::CREATED, answer.to_string()))
+    Ok(warnings.on(json_response(StatusCode::CREATED, answer.to_string())))
 }
 
 /// `TokenReviewStatus` for the token in `spec`: the user it authenticates as and the
