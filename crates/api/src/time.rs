@@ -329,8 +329,7 @@ pub fn micro_time_parse_error(text: &str) -> Option<String> {
     }
     let rest = &text[19..];
     let fraction = rest.as_bytes();
-    if fraction.len() < 7 || fraction[0] != b'.' || !fraction[1..7].iter().all(u8::is_ascii_digit)
-    {
+    if fraction.len() < 7 || fraction[0] != b'.' || !fraction[1..7].iter().all(u8::is_ascii_digit) {
         return cannot(rest, ".000000");
     }
     let zone = &rest[7..];
@@ -339,7 +338,11 @@ pub fn micro_time_parse_error(text: &str) -> Option<String> {
     }
     let z = zone.as_bytes();
     let two_digits = |at: usize| z[at].is_ascii_digit() && z[at + 1].is_ascii_digit();
-    if z.len() < 6 || !matches!(z[0], b'+' | b'-') || z[3] != b':' || !two_digits(1) || !two_digits(4)
+    if z.len() < 6
+        || !matches!(z[0], b'+' | b'-')
+        || z[3] != b':'
+        || !two_digits(1)
+        || !two_digits(4)
     {
         return cannot(zone, "Z07:00");
     }
@@ -452,8 +455,10 @@ mod tests {
             assert_eq!(
                 micro_time_parse_error(bad).as_deref(),
                 Some(
-                    format!("parsing time {bad:?} as {layout}: cannot parse {value:?} as {element:?}")
-                        .as_str()
+                    format!(
+                        "parsing time {bad:?} as {layout}: cannot parse {value:?} as {element:?}"
+                    )
+                    .as_str()
                 ),
                 "{bad}"
             );

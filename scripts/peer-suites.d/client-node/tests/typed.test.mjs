@@ -221,3 +221,30 @@ test('namespace: create, read, status, delete (Terminating, then gone)', async (
 test('a namespaced read in a missing namespace: 404', async () => {
     await refused(core.readNamespacedConfigMap({ name: 'x', namespace: uniqueName('nowhere') }), 404, 'NotFound');
 });
+
+test('a lease: a MicroTime takes six fractional digits; a Date (milliseconds) is refused', async () => {
+    const coordination = kc.makeApiClient(k8s.CoordinationV1Api);
+    const name = uniqueName('typed-lease');
+    // The client writes a Date as toISOString() gives it, three digits: kube-apiserver's
+    // MicroTime refuses that (kubernetes-client/javascript#828).
+    const renewTime = new Date('2026-12-06T14:10:00.123Z');
+    const status = await refused(
+        coordination.createNamespacedLease({ namespace, body: { metadata: { name }, spec: { holderIdentity: 'a', renewTime } } }),
+        400,
+        'BadRequest',
+    );
+    assert.equal(
+        status.message,
+        'Lease in version "v1" cannot be handled as a Lease: parsing time "2026-12-06T14:10:00.123Z" as ' +
+            '"2006-01-02T15:04:05.000000Z07:00": cannot parse ".123Z" as ".000000"',
+    );
+    // Six digits, as kube writes MicroTimes, go through the client as they are.
+    const created = await coordination.createNamespacedLease({
+        namespace,
+        body: { metadata: { name }, spec: { holderIdentity: 'a', renewTime: '2026-12-06T14:10:00.123456Z', leaseDurationSeconds: 15 } },
+    });
+    assert.equal(created.spec.holderIdentity, 'a');
+    // Read back as the text kube writes (the client has no model of MicroTime).
+    assert.equal(created.spec.renewTime, '2026-12-06T14:10:00.123456Z');
+    await coordination.deleteNamespacedLease({ name, namespace });
+});
