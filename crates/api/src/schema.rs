@@ -1370,7 +1370,26 @@ pub(crate) fn definitions_of(
 }
 
 fn decode_error_fields(def: &ResourceDef, fields: &Map<String, Value>) -> Option<String> {
-    decode_check_fields(def, fields, None).0
+    decode_check_fields(def, fields, None)
+        .0
+        .or_else(|| events_v1_micro_time_error(def, fields))
+}
+
+/// An `events.k8s.io/v1` Event (served over core Events, without a write schema of its own
+/// here) decodes its `eventTime` and `series.lastObservedTime` as `metav1.MicroTime`s: Go's
+/// error for one it cannot read ([`crate::time::micro_time_parse_error`]).
+fn events_v1_micro_time_error(def: &ResourceDef, fields: &Map<String, Value>) -> Option<String> {
+    if def.group != "events.k8s.io" || def.plural != "events" {
+        return None;
+    }
+    let series = fields
+        .get("series")
+        .and_then(|series| series.get("lastObservedTime"));
+    [fields.get("eventTime"), series]
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .find_map(crate::time::micro_time_parse_error)
 }
 
 /// Removes from `object` every field its built-in kind's schema does not declare, as Go's
@@ -2026,7 +2045,17 @@ pub fn check_patched_from(
     object: &Value,
     patch: Option<Literals<'_>>,
 ) -> Result<Pruning, ApiError> {
-    match decode_check(def, object, patch) {
+    let checked = match decode_check(def, object, patch) {
+        (None, prunes) => match object {
+            Value::Object(fields) => match events_v1_micro_time_error(def, fields) {
+                Some(message) => (Some(message), true),
+                None => (None, prunes),
+            },
+            _ => (None, prunes),
+        },
+        error => error,
+    };
+    match checked {
         (None, false) => Ok(Pruning::Nothing),
         (None, true) => Ok(Pruning::Needed),
         (Some(message), _) => Err(ApiError::invalid_unnamed(vec![(

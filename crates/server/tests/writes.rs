@@ -1970,4 +1970,33 @@ async fn micro_times_take_six_fractional_digits_as_kube_reads_them() {
         "Event in version \"v1\" cannot be handled as a Event: parsing time \"2026-12-06T12:00:00.000Z\" as \"2006-01-02T15:04:05.000000Z07:00\": cannot parse \".000Z\" as \".000000\"",
         "{body}"
     );
+    // And an events.k8s.io/v1 Event's (its own Go type: the same MicroTime): created, patched.
+    let events = "/apis/events.k8s.io/v1/namespaces/default/events";
+    let mut event = json!({"metadata": {"name": "ev"}, "eventTime": "2026-12-06T12:00:00.000Z",
+        "note": "n", "action": "Do", "reason": "Test", "type": "Normal",
+        "reportingController": "test-controller", "reportingInstance": "test-node",
+        "regarding": {"namespace": "default", "name": "x", "kind": "Pod"}});
+    let (status, body) = send_json(addr, "POST", events, &event).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(
+        body["message"],
+        "Event in version \"v1\" cannot be handled as a Event: parsing time \"2026-12-06T12:00:00.000Z\" as \"2006-01-02T15:04:05.000000Z07:00\": cannot parse \".000Z\" as \".000000\"",
+        "{body}"
+    );
+    event["eventTime"] = json!("2026-12-06T12:00:00.000000Z");
+    written(addr, "POST", events, &event).await;
+    let (status, body) = patch(
+        addr,
+        &format!("{events}/ev"),
+        "application/merge-patch+json",
+        r#"{"series": {"count": 2, "lastObservedTime": "2026-12-06T12:00:01Z"}}"#,
+    )
+    .await;
+    assert_eq!(status, 422, "{body}");
+    assert!(
+        body["message"].as_str().unwrap_or_default().ends_with(
+            "parsing time \"2026-12-06T12:00:01Z\" as \"2006-01-02T15:04:05.000000Z07:00\": cannot parse \"Z\" as \".000000\""
+        ),
+        "{body}"
+    );
 }
