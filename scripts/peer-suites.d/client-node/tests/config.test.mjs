@@ -95,3 +95,41 @@ test('version and discovery', async () => {
     const appsResources = await kc.makeApiClient(k8s.AppsV1Api).getAPIResources();
     assert.ok(appsResources.resources.some((r) => r.name === 'deployments/scale'));
 });
+
+test('Health: readyz, livez, healthz', async () => {
+    const health = new k8s.Health(config());
+    assert.equal(await health.readyz({}), true);
+    assert.equal(await health.livez({}), true);
+    assert.equal(await health.healthz({}), true);
+});
+
+test('what each context may do: SelfSubjectAccessReview, SelfSubjectRulesReview; a token', async () => {
+    const kc = config('watchkeeper-token');
+    const authz = kc.makeApiClient(k8s.AuthorizationV1Api);
+    const access = await authz.createSelfSubjectAccessReview({
+        body: { spec: { resourceAttributes: { verb: 'list', resource: 'pods', namespace: 'default' } } },
+    });
+    assert.equal(access.status.allowed, true);
+    const rules = await authz.createSelfSubjectRulesReview({ body: { spec: { namespace: 'default' } } });
+    assert.equal(rules.status.incomplete, false);
+    assert.ok(rules.status.resourceRules.some((r) => r.verbs.includes('*') && r.resources.includes('*')));
+    // A service account's token (the TokenRequest subresource), usable as a bearer token.
+    const core = kc.makeApiClient(k8s.CoreV1Api);
+    const request = await core.createNamespacedServiceAccountToken({
+        name: 'default',
+        namespace: 'default',
+        body: { spec: { expirationSeconds: 600 } },
+    });
+    assert.ok(request.status.token);
+    assert.ok(request.status.expirationTimestamp instanceof Date);
+    const cluster = kc.getCurrentCluster();
+    const asAccount = new k8s.KubeConfig();
+    asAccount.loadFromOptions({
+        clusters: [{ name: 'c', server: cluster.server, caData: cluster.caData }],
+        users: [{ name: 'sa', token: request.status.token }],
+        contexts: [{ name: 'x', cluster: 'c', user: 'sa' }],
+        currentContext: 'x',
+    });
+    const review = await asAccount.makeApiClient(k8s.AuthenticationV1Api).createSelfSubjectReview({ body: {} });
+    assert.equal(review.status.userInfo.username, 'system:serviceaccount:default:default');
+});
