@@ -248,3 +248,31 @@ test('a lease: a MicroTime takes six fractional digits; a Date (milliseconds) is
     assert.equal(created.spec.renewTime, '2026-12-06T14:10:00.123456Z');
     await coordination.deleteNamespacedLease({ name, namespace });
 });
+
+test('an events.k8s.io Event: its eventTime a MicroTime as well', async () => {
+    const events = kc.makeApiClient(k8s.EventsV1Api);
+    const name = uniqueName('typed-event');
+    const event = (eventTime) => ({
+        metadata: { name },
+        eventTime,
+        reportingController: 'peer-suites/client-node',
+        reportingInstance: 'peer',
+        action: 'Testing',
+        reason: 'PeerReason',
+        type: 'Normal',
+        regarding: { kind: 'Pod', name: 'p', namespace },
+        note: 'from client-node',
+    });
+    const status = await refused(
+        events.createNamespacedEvent({ namespace, body: event(new Date('2026-12-06T14:10:00.500Z')) }),
+        400,
+        'BadRequest',
+    );
+    assert.match(status.message, /cannot parse "\.500Z" as "\.000000"$/);
+    const created = await events.createNamespacedEvent({ namespace, body: event('2026-12-06T14:10:00.500000Z') });
+    assert.equal(created.eventTime, '2026-12-06T14:10:00.500000Z');
+    assert.equal(created.regarding.name, 'p');
+    const listed = await events.listNamespacedEvent({ namespace, fieldSelector: `reason=PeerReason` });
+    assert.ok(listed.items.some((e) => e.metadata.name === name));
+    await events.deleteNamespacedEvent({ name, namespace });
+});
