@@ -1020,12 +1020,17 @@ impl<'a> Walk<'a> {
             },
             Shape::Time => match value {
                 Value::String(text) => {
-                    if crate::time::unix_from_rfc3339(text).is_none() {
+                    let micro = name.is_some_and(|n| n.ends_with(".MicroTime"));
+                    if micro {
+                        // Six fractional digits exactly, as Go's `RFC3339Micro` reads them.
+                        if let Some(error) = crate::time::micro_time_parse_error(text) {
+                            return Err(error);
+                        }
+                    } else if crate::time::unix_from_rfc3339(text).is_none() {
                         return Err(format!(
                             "parsing time {text:?} as \"2006-01-02T15:04:05Z07:00\": cannot parse {text:?} as \"2006\""
                         ));
                     }
-                    let micro = name.is_some_and(|n| n.ends_with(".MicroTime"));
                     self.prunes |= crate::time::normalizes_rfc3339(text, micro);
                 }
                 other => {
@@ -1365,7 +1370,26 @@ pub(crate) fn definitions_of(
 }
 
 fn decode_error_fields(def: &ResourceDef, fields: &Map<String, Value>) -> Option<String> {
-    decode_check_fields(def, fields, None).0
+    decode_check_fields(def, fields, None)
+        .0
+        .or_else(|| events_v1_micro_time_error(def, fields))
+}
+
+/// An `events.k8s.io/v1` Event (served over core Events, without a write schema of its own
+/// here) decodes its `eventTime` and `series.lastObservedTime` as `metav1.MicroTime`s: Go's
+/// error for one it cannot read ([`crate::time::micro_time_parse_error`]).
+fn events_v1_micro_time_error(def: &ResourceDef, fields: &Map<String, Value>) -> Option<String> {
+    if def.group != "events.k8s.io" || def.plural != "events" {
+        return None;
+    }
+    let series = fields
+        .get("series")
+        .and_then(|series| series.get("lastObservedTime"));
+    [fields.get("eventTime"), series]
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .find_map(crate::time::micro_time_parse_error)
 }
 
 /// Removes from `object` every field its built-in kind's schema does not declare, as Go's
@@ -1425,8 +1449,12 @@ fn prune<'a>(
         (Shape::Time, Value::String(text)) => {
             // Kubernetes writes times back in UTC, whole seconds (`MicroTime`: microseconds),
             // whatever offset or precision the client sent.
+            // A micro time Go's `RFC3339Micro` does not read is left as sent, for the decode
+            // check to refuse.
             let micro = name.is_some_and(|n| n.ends_with(".MicroTime"));
-            crate::time::normalize_rfc3339(text, micro);
+            if !micro || crate::time::micro_time_parse_error(text).is_none() {
+                crate::time::normalize_rfc3339(text, micro);
+            }
         }
         (Shape::Struct(_, properties), Value::Object(fields)) => {
             // Depth-first in key order, as Go's decoder meets them in (sorted) text.
@@ -2017,7 +2045,17 @@ pub fn check_patched_from(
     object: &Value,
     patch: Option<Literals<'_>>,
 ) -> Result<Pruning, ApiError> {
-    match decode_check(def, object, patch) {
+    let checked = match decode_check(def, object, patch) {
+        (None, prunes) => match object {
+            Value::Object(fields) => match events_v1_micro_time_error(def, fields) {
+                Some(message) => (Some(message), true),
+                None => (None, prunes),
+            },
+            _ => (None, prunes),
+        },
+        error => error,
+    };
+    match checked {
         (None, false) => Ok(Pruning::Nothing),
         (None, true) => Ok(Pruning::Needed),
         (Some(message), _) => Err(ApiError::invalid_unnamed(vec![(
@@ -2100,7 +2138,7 @@ mod tests {
             "involvedObject": {"kind": "Pod", "name": "p"},
             "firstTimestamp": "2026-12-04T17:40:00.123+01:00",
             "lastTimestamp": "2026-12-04T16:40:00Z",
-            "eventTime": "2026-12-04T17:40:00.1234567+01:00",
+            "eventTime": "2026-12-04T17:40:00.123456+01:00",
         });
         assert!(prune_unknown_fields(&builtin("events"), &mut event).is_empty());
         assert_eq!(event["firstTimestamp"], "2026-12-04T16:40:00Z");
@@ -2212,7 +2250,7 @@ mod tests {
             ),
             (
                 "events",
-                event("2026-12-05T08:00:00Z", "2026-12-05T08:00:00Z"),
+                event("2026-12-05T08:00:00Z", "2026-12-05T09:00:00.123456+01:00"),
                 true,
             ),
             (

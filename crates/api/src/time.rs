@@ -303,6 +303,58 @@ pub fn unix_micros_from_rfc3339(text: &str) -> Option<i64> {
     seconds.checked_mul(1_000_000)?.checked_add(micros)
 }
 
+/// Go's `RFC3339Micro`, the layout `metav1.MicroTime` is read with.
+const RFC3339_MICRO: &str = "2006-01-02T15:04:05.000000Z07:00";
+
+/// The error of Go's `time.Parse(RFC3339Micro, text)`, which `metav1.MicroTime`'s
+/// `UnmarshalJSON` returns for a JSON string (k8s.io/apimachinery `pkg/apis/meta/v1/
+/// micro_time.go`), or `None` when Go reads `text`. The layout's `.000000` takes exactly a
+/// period and six digits, then `Z` or a `±hh:mm` offset: kube-apiserver refuses an
+/// `eventTime` or a lease's `renewTime` in whole seconds, in milliseconds (JavaScript's
+/// `Date.toISOString()`) or in nanoseconds, which a `metav1.Time` takes.
+#[must_use]
+pub fn micro_time_parse_error(text: &str) -> Option<String> {
+    let cannot = |value: &str, element: &str| {
+        Some(format!(
+            "parsing time {text:?} as {RFC3339_MICRO:?}: cannot parse {value:?} as {element:?}"
+        ))
+    };
+    // Whatever `unix_from_rfc3339` reads has an ASCII date and clock in its first 19 bytes.
+    if text.trim() != text || unix_from_rfc3339(text).is_none() {
+        return cannot(text, "2006");
+    }
+    let bytes = text.as_bytes();
+    if bytes[10] != b'T' {
+        return cannot(&text[10..], "T");
+    }
+    let rest = &text[19..];
+    let fraction = rest.as_bytes();
+    if fraction.len() < 7 || fraction[0] != b'.' || !fraction[1..7].iter().all(u8::is_ascii_digit) {
+        return cannot(rest, ".000000");
+    }
+    let zone = &rest[7..];
+    if zone == "Z" {
+        return None;
+    }
+    let z = zone.as_bytes();
+    let two_digits = |at: usize| z[at].is_ascii_digit() && z[at + 1].is_ascii_digit();
+    if z.len() < 6
+        || !matches!(z[0], b'+' | b'-')
+        || z[3] != b':'
+        || !two_digits(1)
+        || !two_digits(4)
+    {
+        return cannot(zone, "Z07:00");
+    }
+    if z.len() > 6 {
+        return Some(format!(
+            "parsing time {text:?}: extra text: {:?}",
+            &zone[6..]
+        ));
+    }
+    None
+}
+
 /// A `metav1.Time` (`micro`: `metav1.MicroTime`) as Kubernetes writes it back whatever form a
 /// client sent it in: UTC, whole seconds (six fractional digits); `None` when malformed.
 #[must_use]
@@ -376,6 +428,42 @@ pub fn human_duration(seconds: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Go's `time.Parse(RFC3339Micro, …)`: six fractional digits, then `Z` or `±hh:mm`;
+    /// its errors name the rest of the text where the layout's element did not match.
+    #[test]
+    fn micro_time_takes_six_fractional_digits_as_go_does() {
+        for good in [
+            "2026-12-06T14:10:00.123456Z",
+            "2026-12-06T14:10:00.000000+01:00",
+            "2026-12-06T14:10:00.999999-11:30",
+        ] {
+            assert_eq!(micro_time_parse_error(good), None, "{good}");
+        }
+        let layout = "\"2006-01-02T15:04:05.000000Z07:00\"";
+        for (bad, value, element) in [
+            ("2026-12-06T14:10:00.123Z", ".123Z", ".000000"),
+            ("2026-12-06T14:10:00Z", "Z", ".000000"),
+            ("2026-12-06T14:10:00+01:00", "+01:00", ".000000"),
+            ("2026-12-06T14:10:00.123+01:00", ".123+01:00", ".000000"),
+            ("2026-12-06T14:10:00.123456789Z", "789Z", "Z07:00"),
+            ("2026-12-06T14:10:00.1234567+01:00", "7+01:00", "Z07:00"),
+            ("2026-12-06T14:10:00.123456z", "z", "Z07:00"),
+            ("2026-12-06t14:10:00.123456Z", "t14:10:00.123456Z", "T"),
+            ("soon", "soon", "2006"),
+        ] {
+            assert_eq!(
+                micro_time_parse_error(bad).as_deref(),
+                Some(
+                    format!(
+                        "parsing time {bad:?} as {layout}: cannot parse {value:?} as {element:?}"
+                    )
+                    .as_str()
+                ),
+                "{bad}"
+            );
+        }
+    }
 
     #[test]
     fn rfc3339_nano_is_gos() {

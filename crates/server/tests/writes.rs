@@ -1886,3 +1886,117 @@ async fn strategic_merge_patches_apply_to_definitions_and_events_v1() {
     assert_eq!(status, 415, "{refused}");
     server.shutdown().await;
 }
+
+/// A `metav1.MicroTime` (a lease's `acquireTime` and `renewTime`, an Event's `eventTime`) is
+/// read as Go's `time.Parse(RFC3339Micro, …)` reads it: six fractional digits exactly, else
+/// kube-apiserver's 400 for a body its Go struct cannot take. @kubernetes/client-node writes
+/// a JavaScript `Date` as `toISOString()` gives it (milliseconds), which kube refuses
+/// (kubernetes-client/javascript#828); a server that took it would let a program pass here
+/// that fails against kube. Creates, updates and patches alike; six digits with an offset are
+/// taken and written back in UTC.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn micro_times_take_six_fractional_digits_as_kube_reads_them() {
+    let server = common::server().await;
+    let addr = server.addr;
+    let leases = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
+    let lease = |name: &str, renew: &str| {
+        json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": name}, "spec": {"holderIdentity": "h", "renewTime": renew}})
+    };
+    let bad_request = |body: &Value, time: &str, value: &str, element: &str| {
+        assert_eq!(body["code"], 400, "{body}");
+        assert_eq!(body["reason"], "BadRequest", "{body}");
+        assert_eq!(
+            body["message"],
+            format!(
+                "Lease in version \"v1\" cannot be handled as a Lease: parsing time {time:?} as \"2006-01-02T15:04:05.000000Z07:00\": cannot parse {value:?} as {element:?}"
+            ),
+            "{body}"
+        );
+    };
+    for (time, value, element) in [
+        ("2026-12-06T14:10:00.123Z", ".123Z", ".000000"),
+        ("2026-12-06T14:10:00Z", "Z", ".000000"),
+        ("2026-12-06T14:10:00.123456789Z", "789Z", "Z07:00"),
+    ] {
+        let (status, body) = send_json(addr, "POST", leases, &lease("l", time)).await;
+        assert_eq!(status, 400, "{time}: {body}");
+        bad_request(&body, time, value, element);
+    }
+    let created = written(
+        addr,
+        "POST",
+        leases,
+        &lease("l", "2026-12-06T15:10:00.123456+01:00"),
+    )
+    .await;
+    assert_eq!(created["spec"]["renewTime"], "2026-12-06T14:10:00.123456Z");
+    let mut replacement = created.clone();
+    replacement["spec"]["renewTime"] = json!("2026-12-06T14:11:00.5Z");
+    let (status, body) = send_json(addr, "PUT", &format!("{leases}/l"), &replacement).await;
+    assert_eq!(status, 400, "{body}");
+    bad_request(&body, "2026-12-06T14:11:00.5Z", ".5Z", ".000000");
+    let (status, body) = patch(
+        addr,
+        &format!("{leases}/l"),
+        "application/merge-patch+json",
+        r#"{"spec": {"acquireTime": "2026-12-06T14:12:00.250Z"}}"#,
+    )
+    .await;
+    // A patch's result that does not decode: kube's 422 with the `patch` cause.
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["reason"], "Invalid", "{body}");
+    assert!(
+        body["message"].as_str().unwrap_or_default().ends_with(
+            "parsing time \"2026-12-06T14:12:00.250Z\" as \"2006-01-02T15:04:05.000000Z07:00\": cannot parse \".250Z\" as \".000000\""
+        ),
+        "{body}"
+    );
+    // The lease is as it was.
+    let (status, kept) = get_json(addr, &format!("{leases}/l")).await;
+    assert_eq!(status, 200, "{kept}");
+    assert_eq!(kept["spec"]["renewTime"], "2026-12-06T14:10:00.123456Z");
+    assert!(kept["spec"].get("acquireTime").is_none(), "{kept}");
+    // A core Event's eventTime alike.
+    let events = "/api/v1/namespaces/default/events";
+    let event = json!({"metadata": {"name": "ev"}, "eventTime": "2026-12-06T12:00:00.000Z",
+        "action": "Do", "reason": "Test", "type": "Normal",
+        "reportingComponent": "test-controller", "reportingInstance": "test-node",
+        "involvedObject": {"namespace": "default", "name": "x", "kind": "Pod"}});
+    let (status, body) = send_json(addr, "POST", events, &event).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(
+        body["message"],
+        "Event in version \"v1\" cannot be handled as a Event: parsing time \"2026-12-06T12:00:00.000Z\" as \"2006-01-02T15:04:05.000000Z07:00\": cannot parse \".000Z\" as \".000000\"",
+        "{body}"
+    );
+    // And an events.k8s.io/v1 Event's (its own Go type: the same MicroTime): created, patched.
+    let events = "/apis/events.k8s.io/v1/namespaces/default/events";
+    let mut event = json!({"metadata": {"name": "ev"}, "eventTime": "2026-12-06T12:00:00.000Z",
+        "note": "n", "action": "Do", "reason": "Test", "type": "Normal",
+        "reportingController": "test-controller", "reportingInstance": "test-node",
+        "regarding": {"namespace": "default", "name": "x", "kind": "Pod"}});
+    let (status, body) = send_json(addr, "POST", events, &event).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(
+        body["message"],
+        "Event in version \"v1\" cannot be handled as a Event: parsing time \"2026-12-06T12:00:00.000Z\" as \"2006-01-02T15:04:05.000000Z07:00\": cannot parse \".000Z\" as \".000000\"",
+        "{body}"
+    );
+    event["eventTime"] = json!("2026-12-06T12:00:00.000000Z");
+    written(addr, "POST", events, &event).await;
+    let (status, body) = patch(
+        addr,
+        &format!("{events}/ev"),
+        "application/merge-patch+json",
+        r#"{"series": {"count": 2, "lastObservedTime": "2026-12-06T12:00:01Z"}}"#,
+    )
+    .await;
+    assert_eq!(status, 422, "{body}");
+    assert!(
+        body["message"].as_str().unwrap_or_default().ends_with(
+            "parsing time \"2026-12-06T12:00:01Z\" as \"2006-01-02T15:04:05.000000Z07:00\": cannot parse \"Z\" as \".000000\""
+        ),
+        "{body}"
+    );
+}

@@ -1,0 +1,2 @@
+// Ours, not upstream's: the vendored integration tests import '../../cache.js'.
+export { ListWatch } from '@kubernetes/client-node';

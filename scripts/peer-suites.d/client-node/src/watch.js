@@ -1,0 +1,2 @@
+// Ours, not upstream's: the vendored integration tests import '../../watch.js'.
+export { Watch } from '@kubernetes/client-node';
