@@ -19,7 +19,10 @@
 //!   same moment as the quota (the namespace controller's `default` ServiceAccount beside a
 //!   quota made right after its namespace), which the quota's own count could miss and whose
 //!   admission could not yet see the quota, is counted.
-//! - A quota deleted or changed meanwhile (404, 409) waits for the next period.
+//! - A quota is counted from caches that have it as read (its resource version, so every
+//!   object a write charged to it), and written only while it is still that version: a write
+//!   charged meanwhile makes it read again (at most `RECOUNT_ATTEMPTS` times, then the next
+//!   period), never overwritten by a count that missed it. A quota deleted meanwhile is done.
 //! - Only these writes (and a new quota or a change of its `spec.hard`) recount a quota's
 //!   status: a client's write of `status` is kept as written until the next period, as kube's
 //!   controller ignores it until its resync (kube's conformance test "should apply changes to
@@ -119,21 +122,62 @@ async fn resync(
     };
     let mut failed = None;
     for quota in all {
-        let target = (quota.namespace(), quota.name());
-        let patch = Collect::PatchStatus(json!({}));
-        match context
-            .source
-            .collect(&context.fresh, &served, &quotas, CONTROLLER, target, patch)
-            .await
+        if let Err(error) =
+            recount(context, &served, &quotas, quota.namespace(), quota.name()).await
         {
-            Ok(()) => {}
-            Err(error) if error.code == 404 || error.code == 409 => {}
-            Err(error) => {
-                failed.get_or_insert(error);
-            }
+            failed.get_or_insert(error);
         }
     }
     failed.map_or(Ok(()), Err)
+}
+
+/// How many times a recount reads a quota changed under it again.
+const RECOUNT_ATTEMPTS: usize = 5;
+
+/// Recalculates the quota `namespace`/`name`: counted from caches that have the quota as
+/// read (its own resource version: whatever a write charged to it is in them), written only
+/// if it is still that version (a write charged meanwhile is read again, up to
+/// [`RECOUNT_ATTEMPTS`] times; else the next period recounts it). Gone is done.
+async fn recount(
+    context: &super::Context,
+    served: &crate::cache::Served,
+    quotas: &Arc<crate::cache::Resource>,
+    namespace: &str,
+    name: &str,
+) -> Result<(), ApiError> {
+    let key = watchkeeper_core::object_key(namespace, name);
+    for _ in 0..RECOUNT_ATTEMPTS {
+        let Some(quota) = quotas.cache().get(&key).0 else {
+            return Ok(());
+        };
+        let version = quota.resource_version();
+        for counted in counted_resources(served, quota.body()) {
+            context.fresh.wait(counted.cache(), version).await?;
+        }
+        let patch = Collect::PatchStatus(json!({
+            "metadata": {"resourceVersion": version.to_string()},
+        }));
+        match context
+            .source
+            .collect(
+                &context.fresh,
+                served,
+                quotas,
+                CONTROLLER,
+                (namespace, name),
+                patch,
+            )
+            .await
+        {
+            Err(error) if error.code == 409 => {
+                let now = context.source.current_revision().await?;
+                context.fresh.wait(quotas.cache(), now).await?;
+            }
+            Err(error) if error.code == 404 => return Ok(()),
+            other => return other,
+        }
+    }
+    Ok(())
 }
 
 /// The served resources whose objects `quota` counts (by the names of its `spec.hard`).
