@@ -25,9 +25,21 @@ pub struct ApiError {
     pub details: Option<Value>,
     /// Seconds a client should wait before retrying; the server also sends it as `Retry-After`.
     pub retry_after_seconds: Option<u32>,
+    /// What few errors carry ([`ErrorExtra`]), behind one pointer: a `Result`'s error stays
+    /// small.
+    pub extra: Option<Box<ErrorExtra>>,
+}
+
+/// The rarer parts of an [`ApiError`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ErrorExtra {
     /// `Status.metadata.continue`: the token a 410 for an expired continue token offers to go
     /// on with the list at the latest revision (kube-apiserver's `inconsistentContinue`).
     pub list_continue: Option<Box<str>>,
+    /// The texts of the answer's `Warning` headers: warnings a write recorded before it was
+    /// refused (a strict decoder's unknown fields under `fieldValidation=Warn`), which
+    /// kube-apiserver's warning recorder has already put in the answer's headers by then.
+    pub warnings: Vec<String>,
 }
 
 impl fmt::Display for ApiError {
@@ -109,7 +121,7 @@ impl ApiError {
             message: message.into(),
             details: None,
             retry_after_seconds: None,
-            list_continue: None,
+            extra: None,
         }
     }
 
@@ -449,7 +461,11 @@ impl ApiError {
         if let Some(details) = &self.details {
             status["details"] = details.clone();
         }
-        if let Some(token) = &self.list_continue {
+        if let Some(token) = self
+            .extra
+            .as_ref()
+            .and_then(|extra| extra.list_continue.as_ref())
+        {
             status["metadata"] = json!({"continue": &**token});
         }
         // `reason` is `omitempty` in Go: an error that is not an API status has none.

@@ -483,7 +483,7 @@ fn invalid_option(resource: &str, field: &str, message: &str) -> ApiError {
             "resource": resource,
         })),
         retry_after_seconds: None,
-        list_continue: None,
+        extra: None,
     }
 }
 

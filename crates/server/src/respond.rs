@@ -120,6 +120,11 @@ pub fn error_response(error: &ApiError) -> Response {
     {
         response.headers_mut().insert(header::RETRY_AFTER, value);
     }
+    for text in error.extra.iter().flat_map(|extra| &extra.warnings) {
+        if let Some(value) = warnings::header_value(text) {
+            response.headers_mut().append(header::WARNING, value);
+        }
+    }
     response
 }
 

@@ -1049,6 +1049,54 @@ async fn fields_a_kind_does_not_declare_are_dropped_warned_or_refused() {
     server.shutdown().await;
 }
 
+/// A write refused after its body was decoded still carries the warnings of the fields its
+/// kind does not declare (`fieldValidation` Warn, the default): kube-apiserver's warning
+/// recorder puts each in the answer's headers as the decoder reports it, before admission and
+/// validation refuse the object. kr8s's `test_pod_errors` creates such a pod (a container with
+/// `name1` for `name`): 422 `Required value`, and kube's warning about `name1`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_write_still_warns_of_unknown_fields() {
+    let server = common::server().await;
+    let addr = server.addr;
+    let json = "application/json";
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bad"},
+        "spec": {"containers": [{"name1": "pause", "image": "pause"}]}});
+    let (status, refused, warnings) =
+        write_warned(addr, "POST", PODS, json, &pod.to_string()).await;
+    assert_eq!(status, 422, "{refused}");
+    assert_eq!(
+        refused["message"],
+        r#"Pod "bad" is invalid: spec.containers[0].name: Required value"#
+    );
+    assert_eq!(
+        warnings,
+        [r#"299 - "unknown field \"spec.containers[0].name1\"""#]
+    );
+    // Ignore: the same refusal, no warning.
+    let (status, _, warnings) = write_warned(
+        addr,
+        "POST",
+        &format!("{PODS}?fieldValidation=Ignore"),
+        json,
+        &pod.to_string(),
+    )
+    .await;
+    assert_eq!((status, warnings.len()), (422, 0));
+    // A refusal past validation too: a create of a name taken (409 AlreadyExists).
+    let cm = |extra: i64| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "taken"},
+            "extra": extra})
+        .to_string()
+    };
+    let (status, _, _) = write_warned(addr, "POST", CMS, json, &cm(1)).await;
+    assert_eq!(status, 201);
+    let (status, refused, warnings) = write_warned(addr, "POST", CMS, json, &cm(2)).await;
+    assert_eq!(status, 409, "{refused}");
+    assert_eq!(refused["reason"], "AlreadyExists");
+    assert_eq!(warnings, [r#"299 - "unknown field \"extra\"""#]);
+    server.shutdown().await;
+}
+
 /// A DELETE whose body is JSON `null` (some clients send their absent options so) deletes with
 /// the default options, as Go's decoder reads `null` into empty DeleteOptions; an array is
 /// still refused.

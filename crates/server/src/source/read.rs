@@ -197,14 +197,17 @@ pub async fn snapshot(
 /// revision in `metadata.continue`.
 fn expired_continue(start_after: &str) -> ApiError {
     ApiError {
-        list_continue: Some(
-            ContinueToken {
-                revision: None,
-                start_after: start_after.to_owned(),
-            }
-            .encode()
-            .into(),
-        ),
+        extra: Some(Box::new(watchkeeper_api::error::ErrorExtra {
+            list_continue: Some(
+                ContinueToken {
+                    revision: None,
+                    start_after: start_after.to_owned(),
+                }
+                .encode()
+                .into(),
+            ),
+            warnings: Vec::new(),
+        })),
         ..ApiError::gone("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.".to_owned())
     }
 }

@@ -771,10 +771,13 @@ impl StoreSource {
             quota_counted: std::sync::atomic::AtomicBool::new(false),
         };
         let namespace = request.target.namespace;
-        let response = self
+        match self
             .write_with(&writer, request, resource, namespace, body)
-            .await?;
-        Ok(writer.with_warnings(response))
+            .await
+        {
+            Ok(response) => Ok(writer.with_warnings(response)),
+            Err(error) => Err(writer.with_warnings_on_error(error)),
+        }
     }
 
     /// A write of one of the server's own controllers ([`crate::controllers`]), named
@@ -1173,6 +1176,24 @@ impl Writer<'_> {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .on(response)
+    }
+
+    /// `error` with the warnings recorded before the write was refused (the strict decoder's
+    /// unknown fields come before admission and validation): kube-apiserver's warning recorder
+    /// puts each in the answer's headers when it is recorded, so a 422 (or any refusal after
+    /// decoding) carries them too.
+    fn with_warnings_on_error(&self, mut error: ApiError) -> ApiError {
+        let warnings = self
+            .warnings
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !warnings.is_empty() {
+            let extra = error.extra.get_or_insert_default();
+            if extra.warnings.is_empty() {
+                extra.warnings = warnings.texts().map(str::to_owned).collect();
+            }
+        }
+        error
     }
 
     /// Proves the cache fresh: reads the store's current revision and waits until the cache
