@@ -418,12 +418,12 @@ fn patched(
                 )
             })?;
             if patch.get(DIRECTIVE).and_then(Value::as_str) == Some("delete") {
-                // apimachinery leaves `{}`, which kube then decodes into the kind.
-                return Err(ApiError::bad_request(
-                    "a strategic merge patch may not delete the whole object ($patch: delete at the root)",
-                ));
+                // apimachinery's `mergeMap` leaves `{}`, which kube decodes into the kind (its
+                // patcher then refuses the nameless object: `checkName`).
+                Value::Object(Map::new())
+            } else {
+                strategic_merge_patch(original, &patch, crate::apply::schema_root(def, None))?
             }
-            strategic_merge_patch(original, &patch, crate::apply::schema_root(def, None))?
         }
     };
     if !result.is_object() {
@@ -3263,16 +3263,16 @@ mod tests {
             );
             assert_eq!(err.details.unwrap()["causes"][0]["message"], cause);
         }
-        // A root `$patch: delete`, refused here (apimachinery leaves `{}`).
-        let err = apply(
+        // A root `$patch: delete` leaves `{}`, as apimachinery's `mergeMap` does (the write
+        // path then refuses the nameless object as kube's `checkName` does).
+        let out = apply(
             "pods",
             PatchType::StrategicMerge,
             &pod(),
             &json!({"$patch": "delete"}),
         )
-        .unwrap_err();
-        assert_eq!(err.code, 400);
-        assert!(err.message.contains("whole object"), "{}", err.message);
+        .unwrap();
+        assert_eq!(out, json!({}));
         // Not JSON: Go's error; `null`: no change; a `$retainKeys` listing the patch's keys
         // keeps only those.
         let err = apply_patch(&def("pods"), PatchType::StrategicMerge, &pod(), b"{x").unwrap_err();

@@ -2048,3 +2048,70 @@ async fn micro_times_take_six_fractional_digits_as_kube_reads_them() {
         "{body}"
     );
 }
+
+/// Goal: as kube's update and patch handlers (`checkName`), a PUT whose object has no name
+/// and a patch whose result has none (a JSON patch removing it, a merge patch nulling it, a
+/// strategic merge patch deleting the metadata or, at its root, the whole object) are kube's
+/// 400 naming the two names, and write nothing; they were taken, the name filled from the URL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_that_leaves_the_object_without_its_name_is_kube_s_400() {
+    let server = common::server().await;
+    let addr = server.addr;
+    let stored = written(
+        addr,
+        "POST",
+        CMS,
+        &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm1"},
+            "data": {"a": "b"}}),
+    )
+    .await;
+    let path = format!("{CMS}/cm1");
+    let nameless = "the name of the object () does not match the name on the URL (cm1)";
+    let (status, answer) = send_json(
+        addr,
+        "PUT",
+        &path,
+        &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}, "data": {"a": "c"}}),
+    )
+    .await;
+    assert_eq!(
+        (status, answer["message"].as_str()),
+        (400, Some(nameless)),
+        "{answer}"
+    );
+    for (content_type, body, message) in [
+        (
+            "application/json-patch+json",
+            r#"[{"op": "remove", "path": "/metadata/name"}]"#,
+            nameless,
+        ),
+        (
+            "application/merge-patch+json",
+            r#"{"metadata": {"name": null}}"#,
+            nameless,
+        ),
+        (
+            "application/strategic-merge-patch+json",
+            r#"{"metadata": {"$patch": "delete"}}"#,
+            nameless,
+        ),
+        (
+            "application/strategic-merge-patch+json",
+            r#"{"$patch": "delete"}"#,
+            nameless,
+        ),
+        (
+            "application/merge-patch+json",
+            r#"{"metadata": {"name": "cm2"}}"#,
+            "the name of the object (cm2) does not match the name on the URL (cm1)",
+        ),
+    ] {
+        let (status, answer) = patch(addr, &path, content_type, body).await;
+        assert_eq!(status, 400, "{body}: {answer}");
+        assert_eq!(answer["reason"], "BadRequest", "{answer}");
+        assert_eq!(answer["message"], message, "{body}");
+    }
+    let (_, now) = get_json(addr, &path).await;
+    assert_eq!(rv(&now), rv(&stored), "nothing was written");
+    server.shutdown().await;
+}

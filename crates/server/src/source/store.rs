@@ -3064,8 +3064,9 @@ impl Writer<'_> {
         body: Value,
         raw: &[u8],
     ) -> Result<Written, ApiError> {
+        // kube's update handler's `checkName`: a body without a name is refused too.
         let body_name = body.pointer("/metadata/name").and_then(Value::as_str);
-        if body_name.is_some_and(|n| n != name) {
+        if body_name != Some(name) {
             return Err(ApiError::bad_request(format!(
                 "the name of the object ({}) does not match the name on the URL ({name})",
                 body_name.unwrap_or_default()
@@ -3140,6 +3141,17 @@ impl Writer<'_> {
                 &patch_fields,
                 pruning,
             )?;
+            // kube's patcher's `checkName`: a patch that removes or changes the name (a root
+            // `$patch: delete` leaves `{}`) is refused.
+            let patched_name = new
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            if patched_name != name {
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({patched_name}) does not match the name on the URL ({name})"
+                )));
+            }
             // A patch that sets `metadata.resourceVersion` asks for optimistic concurrency, as
             // with kube-apiserver: it applies only to that version.
             fn version(object: &Value) -> Option<&str> {
