@@ -507,12 +507,11 @@ impl ApiServices {
             state.queued.extend(names);
             self.queue.release(state);
         }
-        let this = self.clone();
         self.queue
             .run(
                 Retries::new(RETRY_BASE, RETRY_MAX),
                 |name, revision| {
-                    let (context, this) = (&context, &this);
+                    let (this, context) = (&self, &context);
                     async move { this.look(context, &name, revision).await }
                 },
                 "APIService registration",
