@@ -1878,16 +1878,14 @@ async fn strategic_merge_patches_apply_to_definitions_and_events_v1() {
     let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
     let crd = written(addr, "POST", crds, &common::widgets_crd()).await;
     let name = crd["metadata"]["name"].as_str().unwrap().to_owned();
-    let (status, patched) = request(
+    let (status, patched) = patch(
         addr,
-        "PATCH",
         &format!("{crds}/{name}"),
         strategic,
         r#"{"metadata": {"labels": {"patched": "true"}}}"#,
     )
     .await;
     assert_eq!(status, 200, "{patched}");
-    let patched: Value = serde_json::from_str(&patched).unwrap();
     assert_eq!(patched["metadata"]["labels"]["patched"], "true");
 
     let events = "/apis/events.k8s.io/v1/namespaces/default/events";
@@ -1896,16 +1894,14 @@ async fn strategic_merge_patches_apply_to_definitions_and_events_v1() {
         "reportingController": "test-controller", "reportingInstance": "test-node",
         "regarding": {"namespace": "default", "name": "x", "kind": "Pod"}});
     common::created(addr, events, &event).await;
-    let (status, patched) = request(
+    let (status, patched) = patch(
         addr,
-        "PATCH",
         &format!("{events}/ev"),
         strategic,
         r#"{"series": {"count": 2, "lastObservedTime": "2017-09-19T13:49:11.000000Z"}}"#,
     )
     .await;
     assert_eq!(status, 200, "{patched}");
-    let patched: Value = serde_json::from_str(&patched).unwrap();
     assert_eq!(
         patched["series"],
         json!({"count": 2, "lastObservedTime": "2017-09-19T13:49:11.000000Z"})
@@ -1923,9 +1919,8 @@ async fn strategic_merge_patches_apply_to_definitions_and_events_v1() {
             "metadata": {"name": "w"}}),
     )
     .await;
-    let (status, refused) = request(
+    let (status, refused) = patch(
         addr,
-        "PATCH",
         &format!("{widgets}/w"),
         strategic,
         r#"{"metadata": {"labels": {"a": "b"}}}"#,

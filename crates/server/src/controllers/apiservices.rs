@@ -48,7 +48,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
-use watchkeeper_api::discovery::{API_SERVICE_PRIORITIES, CUSTOM_GROUP_PRIORITY};
+use watchkeeper_api::discovery::{CUSTOM_GROUP_PRIORITY, api_service_priority};
 use watchkeeper_api::gc::{DeletePolicy, Propagation};
 use watchkeeper_api::{ApiError, ResourceDef, crd};
 use watchkeeper_core::gotext::go_quote;
@@ -155,7 +155,8 @@ fn spec(group: &str, version: &str, (group_priority, version_priority): (i32, i3
 
 /// The built-in APIServices kube-apiserver registers for `defs` (the stored resources served
 /// at start): for their group/versions, the other versions served from their storage
-/// (`events.k8s.io/v1`) and the reviews', those of [`API_SERVICE_PRIORITIES`], their specs
+/// (`events.k8s.io/v1`) and the reviews', those of
+/// [`watchkeeper_api::discovery::API_SERVICE_PRIORITIES`], their specs
 /// by name.
 #[must_use]
 pub fn built_in(defs: &[ResourceDef]) -> BTreeMap<String, Value> {
@@ -173,13 +174,8 @@ pub fn built_in(defs: &[ResourceDef]) -> BTreeMap<String, Value> {
                 .map(|&(group, version, ..)| (group, version)),
         )
         .filter_map(|(group, version)| {
-            let &(_, _, group_priority, version_priority) = API_SERVICE_PRIORITIES
-                .iter()
-                .find(|(g, v, _, _)| *g == group && *v == version)?;
-            Some((
-                name_of(group, version),
-                spec(group, version, (group_priority, version_priority)),
-            ))
+            let priority = api_service_priority(group, version)?;
+            Some((name_of(group, version), spec(group, version, priority)))
         })
         .collect()
 }
