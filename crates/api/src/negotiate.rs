@@ -201,10 +201,6 @@ pub struct Negotiated {
     pub json_fallback: bool,
 }
 
-/// The media types of a resource without protobuf (custom resources), as kube-apiserver's 406
-/// message lists them.
-pub const JSON_MEDIA_TYPES: &str = "application/json, application/yaml";
-
 /// Negotiates a resource response: the first range (by weight, then the client's order) the
 /// server can serve decides the conversion and the format. `protobuf` says whether the
 /// resource's kind can be sent as protobuf; a plain protobuf range on such a resource is
@@ -248,13 +244,10 @@ pub fn negotiate(accept: Option<&str>, protobuf: bool) -> Result<Negotiated, cra
             return answer(Conversion::None, Format::Protobuf);
         }
     }
-    let types = if protobuf {
-        RESOURCE_MEDIA_TYPES
-    } else {
-        JSON_MEDIA_TYPES
-    };
+    // A custom resource's 406 lists protobuf too: kube-apiserver's serializer for them has it
+    // (for `PartialObjectMetadata`), though a custom resource itself is never answered in it.
     Err(crate::ApiError::not_acceptable(format!(
-        "only the following media types are accepted: {types}"
+        "only the following media types are accepted: {RESOURCE_MEDIA_TYPES}"
     )))
 }
 
@@ -426,7 +419,7 @@ mod tests {
         assert_eq!(error.code, 406);
         assert_eq!(
             error.message,
-            "only the following media types are accepted: application/json, application/yaml"
+            "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf"
         );
         // Weights decide, and a conversion is answered in JSON.
         assert_eq!(

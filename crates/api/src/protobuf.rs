@@ -12,9 +12,16 @@
 //! - The tables are Kubernetes 1.33's schema of every built-in kind the server serves or
 //!   answers, whole (all fields of every message they reach): `tables.rs` is generated from
 //!   `crates/api/protobuf/kubernetes-1.33.schema`, an extract of the `generated.proto` files
-//!   and Go struct tags of `k8s.io/api`, `k8s.io/apimachinery` and `k8s.io/kube-aggregator`
-//!   (v0.33.13) made by `crates/api/protobuf/extract.py`; a test fails when `tables.rs` is not
-//!   what the extract gives (`protobuf/generate.rs`).
+//!   and Go struct tags of `k8s.io/api`, `k8s.io/apimachinery`, `k8s.io/kube-aggregator` and
+//!   `k8s.io/apiextensions-apiserver` (v0.33.13) made by `crates/api/protobuf/extract.py`; a
+//!   test fails when `tables.rs` is not what the extract gives (`protobuf/generate.rs`).
+//! - CustomResourceDefinitions too, as kube-apiserver serves them (apiextensions' types have
+//!   `generated.proto`): their JSON schemas' Go types with a JSON form of their own are
+//!   rendered as their `MarshalJSON` renders them — `JSON` (`default`, `example`, `enum`) as
+//!   the raw value, `JSONSchemaPropsOrArray` / `OrBool` / `OrStringArray` (`items`,
+//!   `additionalProperties`, `additionalItems`, `dependencies`) as the schema or the array
+//!   or boolean ([`SchemaOr`]), and `double`s (`maximum`, `minimum`, `multipleOf`) as Go writes
+//!   a `float64` (`10`, `0.5`).
 //!
 //! ## Requests
 //! client-go (so kubectl's generator commands and every typed client: `create configmap`,
@@ -35,9 +42,9 @@
 //! whole of Go's decode-then-encode (absent and `null` fields as Go's zero values too).
 //!
 //! ## Limits
-//! Custom resources and CustomResourceDefinitions have no protobuf form (kube-apiserver serves
-//! them as JSON too); a kind is matched by its exact `apiVersion`, so a body in a version the
-//! server does not serve (e.g. `autoscaling/v1` HorizontalPodAutoscaler) is a 415.
+//! Custom resources have no protobuf form (kube-apiserver serves them as JSON too, and lists
+//! protobuf in their 406 only for their metadata); a kind is matched by its exact
+//! `apiVersion`, so a body in a version the server does not serve is a 415.
 
 use serde_json::{Map, Value};
 
@@ -105,6 +112,34 @@ enum Ty {
     FieldsV1,
     /// `runtime.RawExtension` {1 raw} whose bytes are JSON (a ControllerRevision's `data`).
     RawExtension,
+    /// `double` (a JSON schema's `maximum`), a 64-bit fixed value; Go's `encoding/json` writes
+    /// a whole `float64` without a fraction (`5`, not `5.0`).
+    Double,
+    /// apiextensions' `JSON` {1 raw} (a JSON schema's `default`, `example`, `enum` items): its
+    /// bytes are the JSON value, none is `null`.
+    Json,
+    /// One of apiextensions' `JSONSchemaPropsOr…` messages (the message's own table), whose
+    /// JSON is one of two shapes ([`SchemaOr`]).
+    Union(&'static Message, SchemaOr),
+    /// `map<string, M>` for a message `M` (a JSON schema's `properties`, `definitions`).
+    MapMsg(&'static Message),
+    /// `map<string, U>` for a union `U` (a JSON schema's `dependencies`).
+    MapUnion(&'static Message, SchemaOr),
+}
+
+/// The JSON shapes of apiextensions' `JSONSchemaPropsOr…` messages, as their Go
+/// `MarshalJSON` and `UnmarshalJSON` give them (`apiextensions/v1/marshal.go`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SchemaOr {
+    /// `JSONSchemaPropsOrArray` {1 schema, 2 repeated jSONSchemas}: an array when it has
+    /// items, else the schema (`null` without one).
+    Array,
+    /// `JSONSchemaPropsOrBool` {1 allows, 2 schema}: the schema when there is one, else the
+    /// boolean.
+    Bool,
+    /// `JSONSchemaPropsOrStringArray` {1 schema, 2 repeated property}: an array of strings
+    /// when it has any, else the schema, else `null`.
+    StringArray,
 }
 
 #[derive(Clone, Copy)]
@@ -141,6 +176,8 @@ impl Ty {
                 | Ty::Quantity
                 | Ty::FieldsV1
                 | Ty::RawExtension
+                | Ty::Json
+                | Ty::Union(..)
         )
     }
 }
@@ -200,8 +237,9 @@ const fn l(number: u32, name: &'static str, ty: Ty) -> Field {
 }
 
 use Ty::{
-    Bool, Bytes, FieldsV1, Inline, Int32, Int64, IntOrString, MapBytes, MapQuantity, MapStr,
-    MapStrList, MapTime, MicroTime, Msg, Quantity, RawExtension, Str, Time,
+    Bool, Bytes, Double, FieldsV1, Inline, Int32, Int64, IntOrString, Json, MapBytes, MapMsg,
+    MapQuantity, MapStr, MapStrList, MapTime, MapUnion, MicroTime, Msg, Quantity, RawExtension,
+    Str, Time, Union,
 };
 
 #[cfg(test)]
@@ -261,6 +299,17 @@ impl<'a> Reader<'a> {
         malformed(message, "a varint longer than ten bytes")
     }
 
+    /// A 64-bit little-endian value (`double`, `fixed64`).
+    fn fixed64(&mut self, message: &Message) -> Result<u64> {
+        let Some(bytes) = self.bytes.get(self.position..self.position + 8) else {
+            return malformed(message, "a truncated 64-bit value");
+        };
+        self.position += 8;
+        let mut word = [0u8; 8];
+        word.copy_from_slice(bytes);
+        Ok(u64::from_le_bytes(word))
+    }
+
     /// A length-delimited value.
     fn delimited(&mut self, message: &Message) -> Result<&'a [u8]> {
         let length = self.varint(message)?;
@@ -280,6 +329,7 @@ impl<'a> Reader<'a> {
 }
 
 const WIRE_VARINT: u64 = 0;
+const WIRE_FIXED64: u64 = 1;
 const WIRE_DELIMITED: u64 = 2;
 
 fn wire_name(wire: u64) -> &'static str {
@@ -405,7 +455,7 @@ fn decode_field(
             out.extend(fields);
             return Ok(());
         }
-        MapStr | MapBytes | MapQuantity | MapTime | MapStrList => {
+        MapStr | MapBytes | MapQuantity | MapTime | MapStrList | MapMsg(_) | MapUnion(..) => {
             expect_wire(message, field, wire, WIRE_DELIMITED)?;
             let (key, value) = decode_map_entry(message, field, reader.delimited(message)?)?;
             let map = out
@@ -439,6 +489,18 @@ fn decode_field(
         RawExtension => {
             expect_wire(message, field, wire, WIRE_DELIMITED)?;
             decode_raw_json(&RAW_EXTENSION, reader.delimited(message)?)?
+        }
+        Json => {
+            expect_wire(message, field, wire, WIRE_DELIMITED)?;
+            decode_raw_json(&JSON, reader.delimited(message)?)?
+        }
+        Double => {
+            expect_wire(message, field, wire, WIRE_FIXED64)?;
+            float_json(f64::from_bits(reader.fixed64(message)?))
+        }
+        Union(inner, union) => {
+            expect_wire(message, field, wire, WIRE_DELIMITED)?;
+            union_json(union, decode_message(inner, reader.delimited(message)?)?)
         }
     };
     if field.repeated {
@@ -477,7 +539,9 @@ fn decode_map_entry(message: &Message, field: &Field, bytes: &[u8]) -> Result<(S
     // A value left out is the Go zero value of the map's value type.
     let mut value = match field.ty {
         MapQuantity => Value::String("0".to_owned()),
-        MapTime | MapStrList => Value::Null,
+        MapTime | MapStrList | MapUnion(..) => Value::Null,
+        // A zero `JSONSchemaProps`: every field `omitempty`.
+        MapMsg(_) => Value::Object(Map::new()),
         _ => Value::String(String::new()),
     };
     while !reader.done() {
@@ -503,6 +567,8 @@ fn decode_map_entry(message: &Message, field: &Field, bytes: &[u8]) -> Result<(S
                 MapQuantity => decode_quantity(bytes)?,
                 MapTime => decode_time(bytes)?,
                 MapStrList => decode_str_list(bytes)?,
+                MapMsg(inner) => Value::Object(decode_message(inner, bytes)?),
+                MapUnion(inner, union) => union_json(union, decode_message(inner, bytes)?),
                 _ => Value::String(utf8(message, field, bytes)?),
             };
         }
@@ -618,14 +684,20 @@ static RAW_EXTENSION: Message = Message {
     fields: &[k(1, "raw", Bytes)],
 };
 
-/// A `FieldsV1` or `RawExtension` message: its one `bytes` field holds JSON.
+static JSON: Message = Message {
+    name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSON",
+    fields: &[k(1, "raw", Bytes)],
+};
+
+/// A `FieldsV1`, `RawExtension` or apiextensions `JSON` message: its one `bytes` field holds
+/// JSON.
 fn decode_raw_json(message: &'static Message, bytes: &[u8]) -> Result<Value> {
     let mut reader = Reader::new(bytes);
-    // Go's empty `FieldsV1` reads `{}`, an empty `RawExtension` `null`.
-    let mut raw: &[u8] = if message.name == RAW_EXTENSION.name {
-        b"null"
-    } else {
+    // Go's empty `FieldsV1` reads `{}`, an empty `RawExtension` or `JSON` `null`.
+    let mut raw: &[u8] = if message.name == FIELDS_V1.name {
         b"{}"
+    } else {
+        b"null"
     };
     while !reader.done() {
         let tag = reader.varint(message)?;
@@ -638,9 +710,42 @@ fn decode_raw_json(message: &'static Message, bytes: &[u8]) -> Result<Value> {
         }
         raw = reader.delimited(message)?;
     }
+    if raw.is_empty() && message.name == JSON.name {
+        // `JSON.MarshalJSON`: no bytes are `null`.
+        return Ok(Value::Null);
+    }
     match serde_json::from_slice::<Value>(raw) {
         Ok(value) => Ok(value),
         Err(e) => malformed(message, format!("Raw that is not JSON ({e})")),
+    }
+}
+
+/// A `float64` as Go's `encoding/json` writes it: a whole number without a fraction.
+#[allow(clippy::cast_possible_truncation, clippy::float_cmp)]
+fn float_json(value: f64) -> Value {
+    // Whole values up to 2^53 are exact in both; Go writes larger ones (< 1e21) without an
+    // exponent too, which an i64 holds up to 9.2e18.
+    if value.fract() == 0.0 && value.abs() < 9.0e18 {
+        return Value::from(value as i64);
+    }
+    serde_json::Number::from_f64(value).map_or(Value::Null, Value::Number)
+}
+
+/// The JSON of a `JSONSchemaPropsOr…` message decoded to its fields (see [`SchemaOr`]).
+fn union_json(union: SchemaOr, mut fields: Map<String, Value>) -> Value {
+    let schema = fields.remove("schema");
+    match union {
+        SchemaOr::Array => match fields.remove("jSONSchemas") {
+            Some(items @ Value::Array(_)) => items,
+            _ => schema.unwrap_or(Value::Null),
+        },
+        SchemaOr::Bool => schema.unwrap_or_else(|| {
+            Value::Bool(fields.get("allows").and_then(Value::as_bool) == Some(true))
+        }),
+        SchemaOr::StringArray => match fields.remove("property") {
+            Some(items @ Value::Array(_)) => items,
+            _ => schema.unwrap_or(Value::Null),
+        },
     }
 }
 
