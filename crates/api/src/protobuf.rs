@@ -57,7 +57,8 @@ pub mod gostruct;
 pub use encode::{
     ENVELOPE_TAIL, EncodeError, WatchFraming, cached_object_message, decode_response,
     decode_watch_stream, encode_object_message, encode_protobuf, envelope, envelope_head,
-    has_protobuf_schema, list_item_head, list_meta_field, watch_frame, watch_frame_head,
+    has_protobuf_schema, list_item_head, list_meta_field, metadata_message_of_json,
+    metadata_prefix, watch_frame, watch_frame_head,
 };
 
 /// The four bytes every Kubernetes protobuf body starts with.

@@ -1134,7 +1134,9 @@ async fn metadata_only_responses() {
         assert_eq!(code, 201);
     }
     let pom = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
-    let poml = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+    // client-go's metadata header without its protobuf range (which is answered in protobuf:
+    // `object_metadata_is_answered_in_protobuf_for_every_resource`).
+    let poml = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
     let get = |path: String, accept: &'static str| async move {
         watchkeeper_testkit::request(server.addr, "GET", &path, &[("accept", accept)], b"")
             .await
@@ -6114,5 +6116,214 @@ async fn a_definition_travels_in_protobuf_as_client_go_sends_it() {
     )
     .await;
     assert_eq!(code, 422, "{body}");
+    server.shutdown().await;
+}
+
+/// Reads a protobuf watch until it has `count` frames, decoded with k8s-pb's generated types:
+/// each frame's `WatchEvent` type and its object's envelope (`typeMeta`, `raw`).
+async fn protobuf_frames_pb(
+    watch: &mut watchkeeper_testkit::RawWatch,
+    count: usize,
+) -> Vec<(String, String, String, Vec<u8>)> {
+    use k8s_pb::apimachinery::pkg::apis::meta::v1::WatchEvent;
+    use k8s_pb::apimachinery::pkg::runtime::Unknown;
+    use prost::Message;
+    let mut received = Vec::new();
+    let mut frames = Vec::new();
+    while frames.len() < count {
+        received.extend(watch.take_bytes());
+        while received.len() >= 4 {
+            let len = u32::from_be_bytes(received[..4].try_into().unwrap()) as usize;
+            if received.len() < 4 + len {
+                break;
+            }
+            let event = WatchEvent::decode(&received[4..4 + len]).expect("a WatchEvent");
+            received.drain(..4 + len);
+            let raw = event.object.and_then(|o| o.raw).expect("an object");
+            assert_eq!(&raw[..4], b"k8s\0");
+            let unknown = Unknown::decode(&raw[4..]).expect("a runtime.Unknown");
+            let type_meta = unknown.type_meta.unwrap_or_default();
+            frames.push((
+                event.r#type.unwrap_or_default(),
+                type_meta.api_version.unwrap_or_default(),
+                type_meta.kind.unwrap_or_default(),
+                unknown.raw.unwrap_or_default(),
+            ));
+        }
+        if frames.len() < count {
+            tokio::time::timeout(HANG_GUARD, watch.read_some())
+                .await
+                .expect("hang guard")
+                .unwrap();
+        }
+    }
+    frames
+}
+
+/// Object metadata in protobuf, as client-go's metadata client asks for it (kube-controller-
+/// manager's garbage collector, namespace and quota controllers): protobuf first, JSON to fall
+/// back on. kube-apiserver answers protobuf for every resource, custom ones included; this
+/// server answered JSON. LIST, GET and WATCH of a built-in kind and of a custom resource,
+/// decoded with k8s-pb's generated types, carry the metadata the JSON answers carry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn object_metadata_is_answered_in_protobuf_for_every_resource() {
+    use k8s_pb::apimachinery::pkg::apis::meta::v1::{
+        ObjectMeta, PartialObjectMetadata, PartialObjectMetadataList,
+    };
+    use k8s_pb::apimachinery::pkg::runtime::Unknown;
+    use prost::Message;
+    let server = server().await;
+    let addr = server.addr;
+    let protobuf = "application/vnd.kubernetes.protobuf";
+    let list_accept = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+    let object_accept = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let (status, _) = send_json(addr, "POST", crds, &widget_definition()).await;
+    assert_eq!(status, 201);
+    let configmaps = "/api/v1/namespaces/default/configmaps";
+    let widgets = "/apis/example.com/v1/namespaces/default/widgets";
+    let envelope = |body: &[u8]| {
+        assert_eq!(&body[..4], b"k8s\0");
+        let unknown = Unknown::decode(&body[4..]).unwrap();
+        let type_meta = unknown.type_meta.unwrap();
+        (
+            type_meta.api_version.unwrap_or_default(),
+            type_meta.kind.unwrap_or_default(),
+            unknown.raw.unwrap_or_default(),
+        )
+    };
+    let same = |pb: &ObjectMeta, json: &Value| {
+        assert_eq!(pb.name.as_deref(), json["name"].as_str());
+        assert_eq!(pb.namespace.as_deref(), json["namespace"].as_str());
+        assert_eq!(pb.uid.as_deref(), json["uid"].as_str());
+        assert_eq!(
+            pb.resource_version.as_deref(),
+            json["resourceVersion"].as_str()
+        );
+        assert_eq!(
+            pb.labels.get("app").map(String::as_str),
+            json["labels"]["app"].as_str()
+        );
+        assert_eq!(
+            pb.managed_fields.len(),
+            json["managedFields"].as_array().map_or(0, Vec::len)
+        );
+    };
+    for (path, object) in [
+        (
+            configmaps,
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "a", "labels": {"app": "x"}}, "data": {"k": "v"}}),
+        ),
+        (
+            widgets,
+            json!({"apiVersion": "example.com/v1", "kind": "Widget",
+                "metadata": {"name": "a", "labels": {"app": "x"}}, "spec": {"size": 1}}),
+        ),
+    ] {
+        let (code, body) = send_json(addr, "POST", path, &object).await;
+        assert_eq!(code, 201, "{body}");
+        let (_, json) = get_json(addr, &format!("{path}/a")).await;
+        let rv = json["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+
+        let listed =
+            watchkeeper_testkit::request(addr, "GET", path, &[("accept", list_accept)], b"")
+                .await
+                .unwrap();
+        assert_eq!(
+            (listed.status, listed.header("content-type")),
+            (200, Some(protobuf)),
+            "{path}"
+        );
+        let (api_version, kind, raw) = envelope(&listed.body);
+        assert_eq!(
+            (api_version.as_str(), kind.as_str()),
+            ("meta.k8s.io/v1", "PartialObjectMetadataList")
+        );
+        let list = PartialObjectMetadataList::decode(raw.as_slice()).unwrap();
+        assert!(list.metadata.unwrap().resource_version.is_some());
+        assert_eq!(list.items.len(), 1, "{path}");
+        same(list.items[0].metadata.as_ref().unwrap(), &json["metadata"]);
+
+        let got = watchkeeper_testkit::request(
+            addr,
+            "GET",
+            &format!("{path}/a"),
+            &[("accept", object_accept)],
+            b"",
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            (got.status, got.header("content-type")),
+            (200, Some(protobuf)),
+            "{path}"
+        );
+        let (api_version, kind, raw) = envelope(&got.body);
+        assert_eq!(
+            (api_version.as_str(), kind.as_str()),
+            ("meta.k8s.io/v1", "PartialObjectMetadata")
+        );
+        same(
+            PartialObjectMetadata::decode(raw.as_slice())
+                .unwrap()
+                .metadata
+                .as_ref()
+                .unwrap(),
+            &json["metadata"],
+        );
+
+        // A watch from the object's version: a change, a deletion, a bookmark.
+        let mut watch = watchkeeper_testkit::RawWatch::open(
+            addr,
+            &format!("{path}?watch=true&resourceVersion={rv}&allowWatchBookmarks=true"),
+            None,
+            &[("accept", object_accept)],
+        )
+        .await
+        .unwrap();
+        let patched = merge_patch(
+            addr,
+            &format!("{path}/a"),
+            r#"{"metadata": {"labels": {"app": "y"}}}"#,
+        )
+        .await;
+        let (code, _) = send_json(addr, "DELETE", &format!("{path}/a"), &json!({})).await;
+        assert_eq!(code, 200);
+        let frames = protobuf_frames_pb(&mut watch, 2).await;
+        for (event_type, api_version, kind, _) in &frames {
+            assert_eq!(
+                (api_version.as_str(), kind.as_str()),
+                ("meta.k8s.io/v1", "PartialObjectMetadata"),
+                "{event_type}"
+            );
+        }
+        assert_eq!(frames[0].0, "MODIFIED");
+        let modified = PartialObjectMetadata::decode(frames[0].3.as_slice()).unwrap();
+        same(modified.metadata.as_ref().unwrap(), &patched["metadata"]);
+        assert_eq!(frames[1].0, "DELETED");
+        let deleted = PartialObjectMetadata::decode(frames[1].3.as_slice()).unwrap();
+        let deleted = deleted.metadata.unwrap();
+        assert_eq!(deleted.name.as_deref(), Some("a"));
+        assert_ne!(
+            deleted.resource_version.as_deref(),
+            patched["metadata"]["resourceVersion"].as_str()
+        );
+    }
+    // A Table is still JSON; a custom resource's own objects still never protobuf.
+    let table = watchkeeper_testkit::request(
+        addr,
+        "GET",
+        widgets,
+        &[("accept", "application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1, application/json;as=Table;g=meta.k8s.io;v=v1")],
+        b"",
+    )
+    .await
+    .unwrap();
+    assert_eq!(table.header("content-type"), Some("application/json"));
+    assert_eq!(table.json()["kind"], "Table");
     server.shutdown().await;
 }

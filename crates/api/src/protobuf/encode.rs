@@ -610,6 +610,35 @@ fn encode_body(value: &Value) -> Result<Vec<u8>> {
     Ok(envelope(api_version, kind, &raw))
 }
 
+/// The `meta.k8s.io/v1` `PartialObjectMetadata` message {1 `metadata`} of an object whose
+/// whole message is `object_message`: an object kind's message has its `metadata` as field 1,
+/// written first ([`is_object_kind`]; the tables are in field order), so it is that field, a
+/// slice of the same bytes (shared, not copied). Empty when the object has no metadata.
+#[must_use]
+pub fn metadata_prefix(object_message: &Bytes) -> Bytes {
+    let mut reader = super::Reader::new(object_message);
+    if object_message.first() != Some(&0x0a) {
+        return Bytes::new();
+    }
+    reader.position = 1;
+    match reader.delimited(&PARTIAL_OBJECT_METADATA) {
+        Ok(_) => object_message.slice(..reader.position),
+        Err(_) => Bytes::new(),
+    }
+}
+
+/// The `PartialObjectMetadata` message of a `PartialObjectMetadata` JSON body (the object's
+/// metadata encoding), for an object without a message of its own to take it from (a custom
+/// resource's); `None` when its metadata has a field outside `ObjectMeta`.
+#[must_use]
+pub fn metadata_message_of_json(partial: &[u8]) -> Option<Bytes> {
+    let value: Value = serde_json::from_slice(partial).ok()?;
+    let map = value.as_object()?;
+    encode_message(&PARTIAL_OBJECT_METADATA, &without_type_meta(map))
+        .ok()
+        .map(Bytes::from)
+}
+
 /// The framing of one resource's protobuf watch frames: its envelope's `typeMeta`, encoded
 /// once, so that a frame's head is a few varints written straight into the output.
 #[derive(Clone, Debug)]
