@@ -40,7 +40,8 @@ pub(crate) fn name_of(container: &Value) -> &str {
 
 /// The stored pod `old` with `spec`, and the metadata of the body `new` the write path keeps
 /// (see the module's guarantees).
-pub(crate) fn stored_with_spec(old: &Value, new: &Value, spec: Map<String, Value>) -> Value {
+#[must_use]
+pub fn stored_with_spec(old: &Value, new: &Value, spec: Map<String, Value>) -> Value {
     let mut pod = old.clone();
     let changed = old.get("spec").and_then(Value::as_object) != Some(&spec);
     if let Some(map) = pod.as_object_mut() {
