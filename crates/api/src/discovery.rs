@@ -213,7 +213,7 @@ pub fn has_scale(def: &ResourceDef) -> bool {
 /// The subresources served for a resource, each with its verbs: those its CRD declares for a
 /// CRD's resource; otherwise `status` unless the resource is a built-in without one, `scale`
 /// where [`has_scale`], and the kind's own (`finalize` for namespaces, pods' `binding`,
-/// `ephemeralcontainers` and `eviction`, CSRs' `approval`, service accounts' `token`).
+/// `ephemeralcontainers`, `eviction` and `resize`, CSRs' `approval`, service accounts' `token`).
 #[must_use]
 pub fn subresources(def: &ResourceDef) -> Vec<(&'static str, &'static [&'static str])> {
     let mut out = Vec::new();
@@ -248,6 +248,7 @@ pub fn subresources(def: &ResourceDef) -> Vec<(&'static str, &'static [&'static 
         out.push(("exec", &["create", "get"][..]));
         out.push(("log", &["get"][..]));
         out.push(("portforward", &["create", "get"][..]));
+        out.push((crate::resize::SUBRESOURCE, STATUS_VERBS));
     }
     if def.group.is_empty() && def.plural == "serviceaccounts" {
         out.push(("token", &["create"][..]));
@@ -976,8 +977,9 @@ mod tests {
         // (namespaces, nodes, pods, services, persistentvolumeclaims, persistentvolumes,
         // resourcequotas, replicationcontrollers); replicationcontrollers/scale;
         // namespaces/finalize; pods/attach, pods/binding, pods/ephemeralcontainers,
-        // pods/eviction, pods/exec, pods/log and pods/portforward; serviceaccounts/token.
-        assert_eq!(resources.len(), 35);
+        // pods/eviction, pods/exec, pods/log, pods/portforward and pods/resize;
+        // serviceaccounts/token.
+        assert_eq!(resources.len(), 36);
         assert_eq!(
             resources[0],
             json!({"name": "bindings", "singularName": "binding", "namespaced": true,
@@ -1201,7 +1203,10 @@ mod tests {
                                      "verbs": ["get"]},
                                     {"subresource": "portforward",
                                      "responseKind": {"group": "", "version": "v1", "kind": "PodPortForwardOptions"},
-                                     "verbs": ["create", "get"]}]})
+                                     "verbs": ["create", "get"]},
+                                    {"subresource": "resize",
+                                     "responseKind": {"group": "", "version": "v1", "kind": "Pod"},
+                                     "verbs": ["get", "patch", "update"]}]})
         );
         let named = aggregated_discovery(&defs, false, AggregatedVersion::V2Beta1);
         assert_eq!(named["apiVersion"], "apidiscovery.k8s.io/v2beta1");

@@ -311,6 +311,8 @@ fn scope_error(resource: &Resource, target: Target<'_>) -> Option<ApiError> {
         && !token::is_token_subresource(def, sub)
         && !(sub == watchkeeper_api::ephemeral::SUBRESOURCE
             && watchkeeper_api::ephemeral::has_ephemeral_containers(def))
+        && !(sub == watchkeeper_api::resize::SUBRESOURCE
+            && watchkeeper_api::resize::has_resize(def))
         && !(sub == watchkeeper_api::certificates::APPROVAL
             && watchkeeper_api::certificates::has_approval(def))
     {
