@@ -346,7 +346,34 @@ fn wire_name(wire: u64) -> &'static str {
 }
 
 /// Decodes one message into a JSON object.
+/// The most messages a body may nest, one in another (a CustomResourceDefinition's JSON
+/// schemas nest without end: `properties`, `items`, `not`): half of Go's JSON depth limit
+/// ([`crate::go_json::GO_MAX_DEPTH`]), as a level of messages is at most two levels of the JSON
+/// it decodes to, which the rest of the server then walks. Deeper is a 400.
+pub const MESSAGE_MAX_DEPTH: usize = crate::go_json::GO_MAX_DEPTH / 2;
+
+thread_local! {
+    /// How many messages the decode on this thread is inside of.
+    static DECODE_DEPTH: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Decodes one message into a JSON object, at most [`MESSAGE_MAX_DEPTH`] messages deep, each
+/// level on a stack with room for it (`core::stack`).
 fn decode_message(message: &'static Message, bytes: &[u8]) -> Result<Map<String, Value>> {
+    let depth = DECODE_DEPTH.get();
+    if depth >= MESSAGE_MAX_DEPTH {
+        return malformed(
+            message,
+            format!("messages nested more than {MESSAGE_MAX_DEPTH} levels"),
+        );
+    }
+    DECODE_DEPTH.set(depth + 1);
+    let decoded = watchkeeper_core::stack::deep(depth, || decode_message_level(message, bytes));
+    DECODE_DEPTH.set(depth);
+    decoded
+}
+
+fn decode_message_level(message: &'static Message, bytes: &[u8]) -> Result<Map<String, Value>> {
     let mut out = Map::new();
     let mut reader = Reader::new(bytes);
     while !reader.done() {
@@ -715,7 +742,8 @@ fn decode_raw_json(message: &'static Message, bytes: &[u8]) -> Result<Value> {
         // `JSON.MarshalJSON`: no bytes are `null`.
         return Ok(Value::Null);
     }
-    match serde_json::from_slice::<Value>(raw) {
+    // Go's reading, as deep as a body may nest (serde_json alone stops at 128 levels).
+    match crate::go_json::parse(raw) {
         Ok(value) => Ok(value),
         Err(e) => malformed(message, format!("Raw that is not JSON ({e})")),
     }
@@ -1555,6 +1583,62 @@ mod tests {
             "application/vnd.kubernetes.protobuf; charset=binary"
         ));
         assert!(!is_protobuf_media_type("application/json"));
+    }
+
+    /// A CustomResourceDefinition whose schema nests `levels` schemas through `not`, as
+    /// client-go would send it.
+    fn nested_definition(levels: usize) -> Vec<u8> {
+        let wrap = |number: u32, inner: &[u8]| {
+            let mut out = Vec::new();
+            encode::put_varint(&mut out, u64::from(number << 3 | 2));
+            encode::put_varint(&mut out, inner.len() as u64);
+            out.extend_from_slice(inner);
+            out
+        };
+        let mut schema = wrap(5, b"object");
+        for _ in 1..levels {
+            schema = [wrap(5, b"object"), wrap(28, &schema)].concat();
+        }
+        let version = [
+            wrap(1, b"v1"),
+            vec![0x10, 1, 0x18, 1],
+            wrap(4, &wrap(1, &schema)),
+        ]
+        .concat();
+        let spec = [wrap(1, b"example.com"), wrap(7, &version)].concat();
+        let crd = [wrap(1, &wrap(1, b"deep.example.com")), wrap(2, &spec)].concat();
+        envelope("apiextensions.k8s.io/v1", "CustomResourceDefinition", &crd)
+    }
+
+    /// A definition's schemas nest without end; a body nesting past [`MESSAGE_MAX_DEPTH`]
+    /// messages is a 400 (it once recursed once per level on the worker's stack, which a
+    /// 3 MiB body could overflow), and one just inside decodes, on stacks grown as it goes, to
+    /// the JSON it encodes back from.
+    #[test]
+    fn nesting_is_bounded_and_deep_definitions_do_not_overflow() {
+        let def = crate::crd::definition();
+        // The definition, its spec, a version, its validation, then the schemas.
+        let inside = MESSAGE_MAX_DEPTH - 4;
+        let decoded = decode_protobuf(&def, &nested_definition(inside)).unwrap();
+        let mut schema = &decoded["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+        let mut levels = 1;
+        while let Some(not) = schema.get("not") {
+            assert_eq!(schema["type"], "object");
+            schema = not;
+            levels += 1;
+        }
+        assert_eq!(levels, inside);
+        let body = encode_protobuf(&decoded).unwrap();
+        assert_eq!(decode_protobuf(&def, &body).unwrap(), decoded);
+        let error = decode_protobuf(&def, &nested_definition(inside + 1)).unwrap_err();
+        assert_eq!(error.code, 400, "{}", error.message);
+        assert!(
+            error.message.contains("nested more than 5000 levels"),
+            "{}",
+            error.message
+        );
+        // The refusal leaves nothing behind: the next body decodes from the top.
+        assert!(decode_protobuf(&def, &nested_definition(3)).is_ok());
     }
 
     proptest! {

@@ -92,7 +92,13 @@ pub(super) fn is_object_kind(message: &Message) -> bool {
         .is_some_and(|field| field.number == 1 && field.name == "metadata")
 }
 
+/// One message's bytes, on a stack with room for it (a stored CustomResourceDefinition's
+/// schemas nest as deep as a body may: `core::stack`).
 fn encode_message(message: &'static Message, object: &Map<String, Value>) -> Result<Vec<u8>> {
+    watchkeeper_core::stack::grow(|| encode_message_level(message, object))
+}
+
+fn encode_message_level(message: &'static Message, object: &Map<String, Value>) -> Result<Vec<u8>> {
     // An object inside another (a StatefulSet's `volumeClaimTemplates`) may carry `apiVersion`
     // and `kind`; Go's protobuf has no place for them and drops them, as here.
     let type_meta = |key: &str| is_object_kind(message) && matches!(key, "apiVersion" | "kind");
