@@ -1422,6 +1422,19 @@ impl Writer<'_> {
         }
         if resource.def.group.is_empty()
             && resource.def.plural == "namespaces"
+            && matches!(self.subresource.as_str(), "" | "finalize")
+            && let (Some(old), Some(map)) = (old, object.as_object_mut())
+        {
+            // kube-apiserver's `namespaceStrategy.PrepareForUpdate` and
+            // `namespaceFinalizeStrategy.PrepareForUpdate`: the stored status, whatever the
+            // body says (a `kubectl replace` of a manifest without one is taken).
+            match old.get("status") {
+                Some(status) => map.insert("status".to_owned(), status.clone()),
+                None => map.remove("status"),
+            };
+        }
+        if resource.def.group.is_empty()
+            && resource.def.plural == "namespaces"
             && self.subresource != "finalize"
             && let (Some(old), Some(map)) = (old, object.as_object_mut())
         {
