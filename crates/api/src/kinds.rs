@@ -101,6 +101,22 @@ pub fn has_status_rules(def: &ResourceDef) -> bool {
         )
 }
 
+/// Whether a write of `def` to its main endpoint keeps the stored status, outside
+/// [`has_status_rules`]' kinds: kube-apiserver's strategies for Pods, Nodes, Namespaces,
+/// PersistentVolumes, PersistentVolumeClaims and HorizontalPodAutoscalers set
+/// `newX.Status = oldX.Status` in `PrepareForUpdate` (Services and ResourceQuotas keep theirs
+/// in their own write paths).
+#[must_use]
+pub fn main_endpoint_keeps_status(def: &ResourceDef) -> bool {
+    matches!(
+        (def.group.as_str(), def.kind.as_str()),
+        (
+            "",
+            "Pod" | "Node" | "Namespace" | "PersistentVolume" | "PersistentVolumeClaim"
+        ) | ("autoscaling", "HorizontalPodAutoscaler")
+    )
+}
+
 /// A write of `def` (one of [`has_status_rules`]' kinds, or a CertificateSigningRequest) as
 /// kube's strategies prepare it: the main endpoint keeps the stored status (none on create);
 /// the `status` endpoint keeps the stored spec and takes the rest as written, as each kind's

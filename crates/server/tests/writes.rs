@@ -2285,3 +2285,74 @@ async fn a_namespace_keeps_its_status_but_through_its_status_endpoint() {
     );
     server.shutdown().await;
 }
+
+/// The main endpoints of the kinds whose kube strategy sets `newX.Status = oldX.Status`
+/// (Pods, Nodes, PersistentVolumes, PersistentVolumeClaims, HorizontalPodAutoscalers) keep
+/// the stored status: a PUT with another status leaves it (it was taken), one without keeps
+/// it; and a pod's PUT of the manifest it was created from is taken, the default tolerations
+/// added again as kube's DefaultTolerationSeconds does on updates (it was a 422 `existing
+/// toleration can not be modified`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn main_endpoints_keep_the_stored_status_as_kube_strategies_do() {
+    let server = common::server().await;
+    let addr = server.addr;
+    let cases = [
+        (
+            PODS,
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "keep"},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]}}),
+            json!({"phase": "Running", "podIP": "10.0.0.9"}),
+        ),
+        (
+            "/api/v1/nodes",
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "keep"}}),
+            json!({"capacity": {"cpu": "4"}}),
+        ),
+        (
+            "/api/v1/persistentvolumes",
+            json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "keep"},
+                "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                    "hostPath": {"path": "/tmp"}}}),
+            json!({"phase": "Bound"}),
+        ),
+        (
+            "/api/v1/namespaces/default/persistentvolumeclaims",
+            json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "keep"},
+                "spec": {"accessModes": ["ReadWriteOnce"],
+                    "resources": {"requests": {"storage": "1Gi"}}}}),
+            json!({"phase": "Bound"}),
+        ),
+        (
+            "/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers",
+            json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+                "metadata": {"name": "keep"},
+                "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d"},
+                    "maxReplicas": 3}}),
+            json!({"currentReplicas": 2, "desiredReplicas": 2}),
+        ),
+    ];
+    for (path, object, other_status) in cases {
+        let created = written(addr, "POST", path, &object).await;
+        let one = format!("{path}/keep");
+        let mut with_status = object.clone();
+        with_status["status"] = other_status;
+        let replaced = written(addr, "PUT", &one, &with_status).await;
+        assert_eq!(replaced["status"], created["status"], "{path}: {replaced}");
+        let mut relabelled = object.clone();
+        relabelled["metadata"]["labels"] = json!({"replaced": "yes"});
+        let replaced = written(addr, "PUT", &one, &relabelled).await;
+        assert_eq!(replaced["status"], created["status"], "{path}: {replaced}");
+        assert_eq!(replaced["metadata"]["labels"]["replaced"], "yes", "{path}");
+        if path == PODS {
+            assert_eq!(
+                replaced["spec"]["tolerations"],
+                created["spec"]["tolerations"]
+            );
+            assert_eq!(
+                created["spec"]["tolerations"].as_array().map(Vec::len),
+                Some(2)
+            );
+        }
+    }
+    server.shutdown().await;
+}

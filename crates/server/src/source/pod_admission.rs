@@ -32,9 +32,10 @@
 //!   default, but d1 is already the default`. Their validation (`value` past 1,000,000,000,
 //!   the reserved `system-` prefix, immutable `value` and `preemptionPolicy`) is kube's
 //!   `ValidatePriorityClass`, with the other kinds' (`watchkeeper_api::kinds`).
-//! - **DefaultTolerationSeconds, on a pod create**: a pod that does not already tolerate the
-//!   `node.kubernetes.io/not-ready` and `node.kubernetes.io/unreachable` `NoExecute` taints
-//!   gets kube's tolerations of them for 300 seconds.
+//! - **DefaultTolerationSeconds, on a pod create or update** (of the main endpoint): a pod
+//!   that does not already tolerate the `node.kubernetes.io/not-ready` and
+//!   `node.kubernetes.io/unreachable` `NoExecute` taints gets kube's tolerations of them for
+//!   300 seconds.
 //! - **RuntimeClass, on a pod create**: see [`admit_runtime_class`] (kube's 403s: `pod
 //!   rejected: RuntimeClass "kata" not found`, a conflicting overhead or node selector).
 //! - The classes are read from their cache; a name it does not hold is looked up again once

@@ -1420,14 +1420,15 @@ impl Writer<'_> {
                 status.insert("qosClass".to_owned(), qos.clone());
             }
         }
-        if resource.def.group.is_empty()
-            && resource.def.plural == "namespaces"
-            && matches!(self.subresource.as_str(), "" | "finalize")
-            && let (Some(old), Some(map)) = (old, object.as_object_mut())
-        {
-            // kube-apiserver's `namespaceStrategy.PrepareForUpdate` and
-            // `namespaceFinalizeStrategy.PrepareForUpdate`: the stored status, whatever the
-            // body says (a `kubectl replace` of a manifest without one is taken).
+        let keeps_status = (self.subresource.is_empty()
+            && watchkeeper_api::kinds::main_endpoint_keeps_status(&resource.def))
+            || (self.subresource == "finalize"
+                && resource.def.group.is_empty()
+                && resource.def.plural == "namespaces");
+        if keeps_status && let (Some(old), Some(map)) = (old, object.as_object_mut()) {
+            // kube-apiserver's main strategies' `PrepareForUpdate` (and the namespace's
+            // finalize strategy's): the stored status, whatever the body says (a `kubectl
+            // replace` of a manifest without one is taken, one with another is not).
             match old.get("status") {
                 Some(status) => map.insert("status".to_owned(), status.clone()),
                 None => map.remove("status"),
@@ -3692,6 +3693,11 @@ impl Writer<'_> {
             ("", "pods") if self.subresource.is_empty() => {
                 if self.source.admission.priority {
                     pod_admission::keep_priority(&mut new, old);
+                }
+                // kube's DefaultTolerationSeconds admits updates too (`NewHandler(Create,
+                // Update)`): a replaced manifest gets the tolerations its pod was created with.
+                if self.source.admission.default_toleration_seconds {
+                    pod_admission::default_tolerations(&mut new);
                 }
                 let namespace = new
                     .pointer("/metadata/namespace")
