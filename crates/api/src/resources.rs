@@ -288,7 +288,18 @@ pub fn builtin_resources() -> Vec<ResourceDef> {
         ),
         builtin("", "ConfigMap", "configmaps", &["cm"], true, &[], None, &[]),
         builtin("", "Secret", "secrets", &[], true, &["type"], None, &[]),
-        builtin("", "Service", "services", &["svc"], true, &[], None, all),
+        // kube's `AddFieldLabelConversionsForService` (since 1.30; kube-proxy selects
+        // `spec.clusterIP!=None`).
+        builtin(
+            "",
+            "Service",
+            "services",
+            &["svc"],
+            true,
+            &["spec.clusterIP", "spec.type"],
+            None,
+            all,
+        ),
         builtin("", "Endpoints", "endpoints", &["ep"], true, &[], None, &[]),
         builtin(
             "",

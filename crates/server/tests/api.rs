@@ -2949,6 +2949,85 @@ async fn events_are_selected_by_the_fields_of_their_version() {
     }
 }
 
+/// Services are selected by `spec.clusterIP` and `spec.type`, as kube-apiserver (since 1.30)
+/// selects them: kube-proxy lists and watches `spec.clusterIP!=None` to leave headless
+/// Services out. They were a 400 `field label not supported`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn services_are_selected_by_cluster_ip_and_type() {
+    let server = server().await;
+    let addr = server.addr;
+    let services = "/api/v1/namespaces/default/services";
+    for (name, spec) in [
+        ("plain", json!({"ports": [{"port": 80}]})),
+        (
+            "headless",
+            json!({"clusterIP": "None", "ports": [{"port": 80}]}),
+        ),
+        (
+            "nodeport",
+            json!({"type": "NodePort", "ports": [{"port": 80}]}),
+        ),
+    ] {
+        let (status, created) = send_json(
+            addr,
+            "POST",
+            services,
+            &json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name}, "spec": spec}),
+        )
+        .await;
+        assert_eq!(status, 201, "{created}");
+    }
+    let names = |list: &Value| -> Vec<String> {
+        let mut names: Vec<String> = list["items"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{list}"))
+            .iter()
+            .map(|item| item["metadata"]["name"].as_str().unwrap().to_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    for (query, expected) in [
+        // `kubernetes`: the server's own Service, a ClusterIP one.
+        (
+            "spec.clusterIP%21%3DNone",
+            vec!["kubernetes", "nodeport", "plain"],
+        ),
+        ("spec.clusterIP%3DNone", vec!["headless"]),
+        ("spec.type%3DNodePort", vec!["nodeport"]),
+        (
+            "spec.type%3DClusterIP,spec.clusterIP%21%3DNone",
+            vec!["kubernetes", "plain"],
+        ),
+    ] {
+        let (status, list) = get_json(addr, &format!("{services}?fieldSelector={query}")).await;
+        assert_eq!(status, 200, "{query}: {list}");
+        assert_eq!(names(&list), expected, "{query}");
+    }
+    let mut watch = WatchReader::open(
+        addr,
+        &format!("{services}?watch=true&fieldSelector=spec.clusterIP%21%3DNone"),
+        None,
+    )
+    .await;
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let event = watch.next().await.unwrap();
+        seen.push(
+            event["object"]["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    seen.sort();
+    assert_eq!(seen, ["kubernetes", "nodeport", "plain"]);
+    let (status, refused) =
+        get_json(addr, &format!("{services}?fieldSelector=spec.ports%3D1")).await;
+    assert_eq!(status, 400, "{refused}");
+    assert_eq!(refused["message"], "field label not supported: spec.ports");
+}
+
 /// Goal: a CustomResourceDefinition with several served versions and conversion `None` (the
 /// common case for operators) is served at each: discovery and routes for every served
 /// version, objects stored at the storage version and read at any other with only
