@@ -171,6 +171,18 @@ async fn serve_one(
     let held = target == "/hold";
     let waiting = release.notified();
     seen.lock().unwrap().push(request.clone());
+    if target == "/stream" {
+        // The answer's first part, then the rest only once the test has read that part
+        // through the server: an answer the server buffered whole would never be read.
+        let head = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\nb\r\nfirst-part\n\r\n";
+        if stream.write_all(head.as_bytes()).await.is_err() {
+            return;
+        }
+        waiting.await;
+        let _ = stream.write_all(b"c\r\nsecond-part\n\r\n0\r\n\r\n").await;
+        let _ = stream.shutdown().await;
+        return;
+    }
     if held {
         waiting.await;
     }
@@ -579,6 +591,46 @@ async fn pods_services_and_nodes_are_proxied_with_kubes_rules() {
             json!(["create", "delete", "get", "patch", "update"])
         );
     }
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn answers_are_streamed_as_they_arrive() {
+    let ip = machine_address();
+    let backend = Backend::start(ip).await;
+    let server = server_with(ServeArgs::default()).await;
+    pod(server.addr, "web-0", backend.addr.port(), &ip.to_string()).await;
+    let mut client = TcpStream::connect(server.addr).await.unwrap();
+    client
+        .write_all(
+            b"GET /api/v1/namespaces/default/pods/web-0/proxy/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+        )
+        .await
+        .unwrap();
+    let mut received = Vec::new();
+    let mut chunk = [0u8; 4096];
+    tokio::time::timeout(HANG_GUARD, async {
+        while !String::from_utf8_lossy(&received).contains("first-part") {
+            let n = client.read(&mut chunk).await.unwrap();
+            assert!(
+                n > 0,
+                "closed before the first part: {}",
+                String::from_utf8_lossy(&received)
+            );
+            received.extend_from_slice(&chunk[..n]);
+        }
+    })
+    .await
+    .expect("the first part arrives before the backend sends the rest");
+    assert!(!String::from_utf8_lossy(&received).contains("second-part"));
+    backend.release.notify_one();
+    tokio::time::timeout(HANG_GUARD, client.read_to_end(&mut received))
+        .await
+        .expect("the rest arrives")
+        .unwrap();
+    let text = String::from_utf8_lossy(&received);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.contains("second-part"), "{text}");
     server.shutdown().await;
 }
 
