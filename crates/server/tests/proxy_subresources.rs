@@ -397,6 +397,16 @@ async fn pods_services_and_nodes_are_proxied_with_kubes_rules() {
     let answer = get(addr, &format!("{prefix}?q=1")).await;
     assert_eq!(answer.status, 301);
     assert_eq!(answer.header("location"), Some(&*format!("{prefix}/?q=1")));
+    // A POST is not redirected: its empty path is the backend's `/`; `?path=` names one.
+    let answer = call(addr, "POST", &prefix, &[], "").await;
+    assert_eq!(answer.json()["target"], "/", "{}", answer.text());
+    let answer = get(addr, &format!("{prefix}?path=/named")).await;
+    assert_eq!(
+        answer.json()["target"],
+        "/named?path=/named",
+        "{}",
+        answer.text()
+    );
 
     // A service by port name and by port number.
     for id in ["web:http", "web:80", "http:web:80"] {

@@ -85,6 +85,11 @@
 //!   kubelets, so a node's address is usually nothing that answers).
 //! - A host name (a node's) is resolved once and the connection made to the address found,
 //!   after the address check (kube's dialer resolves it again).
+//!
+//! As in kube, an address of this machine that is not a loopback one (its own non-loopback
+//! interfaces) is an address like any other: a server whose etcd or other services listen on
+//! such an address should keep them from the clients allowed to write Pods' status, Endpoints
+//! or Nodes and to use these subresources.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -119,6 +124,7 @@ type Pooled = HyperClient<HttpsConnector<HttpConnector>, Full<Bytes>>;
 pub struct ProxyClient {
     slots: Arc<Semaphore>,
     client: Pooled,
+    connect_timeout: Duration,
 }
 
 impl std::fmt::Debug for ProxyClient {
@@ -166,6 +172,7 @@ impl ProxyClient {
         ProxyClient {
             slots: Arc::new(Semaphore::new(requests_max.max(1))),
             client,
+            connect_timeout,
         }
     }
 
@@ -605,7 +612,10 @@ async fn node_location(app: &App, resource: &Resource, id: &str) -> Result<Locat
 
 /// The address to connect to: the location's host resolved (a host name) and every address
 /// it has global unicast (else 400 `address not allowed`), its port a number.
-async fn dial_address(location: &Location) -> Result<SocketAddr, ApiError> {
+async fn dial_address(
+    location: &Location,
+    connect_timeout: Duration,
+) -> Result<SocketAddr, ApiError> {
     let port = if location.port.is_empty() {
         if location.scheme == "https" { 443 } else { 80 }
     } else {
@@ -623,14 +633,21 @@ async fn dial_address(location: &Location) -> Result<SocketAddr, ApiError> {
         }
         return Ok(SocketAddr::new(ip, port));
     }
-    let resolved: Vec<SocketAddr> = tokio::net::lookup_host((host, port))
-        .await
-        .map_err(|_| {
-            ApiError::service_unavailable(format!(
-                "error trying to reach service: dial tcp: lookup {host}: no such host"
-            ))
-        })?
-        .collect();
+    // The name is resolved within the connect timeout (Go's dialer counts it in).
+    let resolved: Vec<SocketAddr> =
+        match tokio::time::timeout(connect_timeout, tokio::net::lookup_host((host, port))).await {
+            Ok(Ok(found)) => found.collect(),
+            Ok(Err(_)) => {
+                return Err(ApiError::service_unavailable(format!(
+                    "error trying to reach service: dial tcp: lookup {host}: no such host"
+                )));
+            }
+            Err(_) => {
+                return Err(ApiError::service_unavailable(format!(
+                    "error trying to reach service: dial tcp: lookup {host}: i/o timeout"
+                )));
+            }
+        };
     if resolved.is_empty() || resolved.iter().any(|a| !is_global_unicast(a.ip())) {
         return Err(ApiError::bad_request("address not allowed"));
     }
@@ -865,14 +882,16 @@ pub async fn serve(
         }
         return Ok(response);
     }
-    let address = dial_address(&location).await?;
     let slot = client.slot(app)?;
+    let address = dial_address(&location, client.connect_timeout).await?;
     let escaped = escape_path(&path);
     let authority = match address.ip() {
         IpAddr::V6(v6) => format!("[{v6}]:{}", address.port()),
         IpAddr::V4(v4) => format!("{v4}:{}", address.port()),
     };
-    let mut uri = format!("{}://{authority}{escaped}", location.scheme);
+    // An empty path is sent as `/`, as Go's client writes it.
+    let sent_path = if escaped.is_empty() { "/" } else { &escaped };
+    let mut uri = format!("{}://{authority}{sent_path}", location.scheme);
     if let Some(query) = context.query.as_deref().filter(|q| !q.is_empty()) {
         uri.push('?');
         uri.push_str(query);
