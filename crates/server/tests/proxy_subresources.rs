@@ -190,6 +190,15 @@ async fn serve_one(
         "/redirect" => {
             "HTTP/1.1 302 Found\r\nLocation: /landing\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_owned()
         }
+        "/page" => {
+            let page = format!(
+                "<html><body><a href=\"/x/\">x</a><img src=\"http://{addr}/i.png\"><a href=\"rel\">r</a><a href=\"https://example.com/e\">e</a></body></html>"
+            );
+            format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+                page.len()
+            )
+        }
         "/absolute" => format!(
             "HTTP/1.1 302 Found\r\nLocation: http://{addr}/landing/\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
         ),
@@ -397,6 +406,14 @@ async fn pods_services_and_nodes_are_proxied_with_kubes_rules() {
     let answer = get(addr, &format!("{prefix}?q=1")).await;
     assert_eq!(answer.status, 301);
     assert_eq!(answer.header("location"), Some(&*format!("{prefix}/?q=1")));
+    // An HTML answer's links too (kube's transport rewrites them).
+    let answer = get(addr, &format!("{prefix}/page")).await;
+    assert_eq!(
+        answer.text(),
+        format!(
+            "<html><body><a href=\"{prefix}/x/\">x</a><img src=\"{prefix}/i.png\"><a href=\"rel\">r</a><a href=\"https://example.com/e\">e</a></body></html>"
+        )
+    );
     // A POST is not redirected: its empty path is the backend's `/`; `?path=` names one.
     let answer = call(addr, "POST", &prefix, &[], "").await;
     assert_eq!(answer.json()["target"], "/", "{}", answer.text());

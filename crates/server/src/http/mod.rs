@@ -36,6 +36,7 @@ pub mod openapi;
 pub mod pod_streams;
 pub mod pods;
 pub mod pretty;
+pub mod proxy_html;
 pub mod resource_proxy;
 pub mod review;
 pub mod scale;

@@ -58,7 +58,8 @@
 //! - **The answer**: the backend's status, headers (but the hop-by-hop ones and the
 //!   `Access-Control-Allow-*` ones kube removes) and body, streamed as it arrives (never read
 //!   whole). A redirect's `Location` on the backend (a path, or a URL of the backend's or the
-//!   client's host) is rewritten under the `.../proxy` prefix, as kube's proxy transport does.
+//!   client's host) is rewritten under the `.../proxy` prefix, as kube's proxy transport does,
+//!   and so are the links of a `text/html` answer ([`super::proxy_html`]).
 //!   A backend that cannot be reached is kube's 503 `error trying to reach service: <Go's
 //!   dial error>` (`dial tcp 10.0.0.5:80: connect: connection refused`, `... i/o timeout`).
 //! - **Bounded**: a proxied request holds one of `--proxy-requests-max` slots until its
@@ -75,9 +76,6 @@
 //! ## Differences from kube-apiserver
 //! - Connection upgrades (`Connection: Upgrade`, a WebSocket through the proxy) are not
 //!   relayed: 400 saying so, after the location is found (kube relays them).
-//! - Links in `text/html` answers are not rewritten (kube's proxy transport rewrites `href`,
-//!   `src` and the like under the proxy prefix, decoding and re-encoding gzip); the answer
-//!   passes unchanged. Redirects' `Location` is rewritten as kube does.
 //! - A port given by name (`pods/p:http/proxy`) is not looked up in the system's services
 //!   database as Go's dialer does: 503 `error trying to reach service: dial tcp: lookup
 //!   tcp/http: unknown port`.
@@ -963,6 +961,24 @@ pub async fn serve(
         if let Ok(value) = HeaderValue::from_str(&rewritten) {
             parts.headers.insert(header::LOCATION, value);
         }
+        return Ok(Response::from_parts(parts, held_body(body, slot)));
+    }
+    // kube's transport rewrites the links of an HTML answer (not of a redirect's).
+    let text = |name| {
+        parts
+            .headers
+            .get(name)
+            .and_then(|v: &HeaderValue| v.to_str().ok())
+    };
+    if super::proxy_html::is_html(text(header::CONTENT_TYPE))
+        && let Some(encoding) = super::proxy_html::Encoding::of(text(header::CONTENT_ENCODING))
+    {
+        parts.headers.remove(header::CONTENT_LENGTH);
+        let rewrite = super::proxy_html::Rewrite::new(encoding, move |link| {
+            rewrite_location(link, &authority, &incoming_host, &prefix)
+        });
+        let body = super::proxy_html::rewritten(body, rewrite);
+        return Ok(Response::from_parts(parts, held_body(body, slot)));
     }
     Ok(Response::from_parts(parts, held_body(body, slot)))
 }
