@@ -550,6 +550,19 @@ async fn pods_services_and_nodes_are_proxied_with_kubes_rules() {
         400,
         "address not allowed",
     );
+    // A host name is resolved, and refused when it names the loopback.
+    node(
+        addr,
+        "n-name",
+        json!([{"type": "Hostname", "address": "localhost"}]),
+        loopback.addr.port(),
+    )
+    .await;
+    refused(
+        &get(addr, "/api/v1/nodes/n-name/proxy/").await,
+        400,
+        "address not allowed",
+    );
     assert_eq!(
         loopback.accepted.load(Ordering::SeqCst),
         0,
