@@ -1,9 +1,10 @@
 //! `pods/proxy`, `services/proxy` and `nodes/proxy` end to end (`http::resource_proxy`): a
 //! real HTTP backend on this machine's non-loopback IPv4 address, Pods, Services, Endpoints and
 //! Nodes pointing at it, requests through the server answered by the backend with kube's
-//! location rules, kube's words for each refusal, the loopback never contacted, RBAC on the
-//! subresource, the `--proxy-requests-max` bound, caching-proxy mode forwarding, and the real
-//! kubectl's `get --raw` through a service.
+//! location rules (redirects and HTML links put back under the proxy prefix, answers streamed,
+//! an https backend's certificate not verified), kube's words for each refusal, the loopback
+//! never contacted, RBAC on the subresource, the `--proxy-requests-max` bound, caching-proxy
+//! mode forwarding, and the real kubectl's `get --raw` through a service.
 //!
 //! No test sleeps on wall time or asserts a duration: every wait is for an event or a
 //! condition, bounded by [`common::HANG_GUARD`] as a hang guard only.
@@ -631,6 +632,47 @@ async fn pods_services_and_nodes_are_proxied_with_kubes_rules() {
             json!(["create", "delete", "get", "patch", "update"])
         );
     }
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn https_backends_are_spoken_to_without_verifying_their_certificate() {
+    let ip = machine_address();
+    // A certificate of another name, from a CA nobody trusts: kube's proxy transport does not
+    // verify it (`InsecureSkipVerify`), nor does this server.
+    let (port, _ca) = common::https_server_on(
+        IpAddr::V4(ip),
+        &["elsewhere.example"],
+        |request| async move {
+            let body = format!("tls {}", request.uri());
+            hyper::Response::new(http_body_util::Full::new(bytes::Bytes::from(body)))
+        },
+    )
+    .await;
+    let server = server_with(ServeArgs::default()).await;
+    pod(server.addr, "tls-0", port, &ip.to_string()).await;
+    let answer = get(
+        server.addr,
+        &format!("/api/v1/namespaces/default/pods/https:tls-0:{port}/proxy/secure?s=1"),
+    )
+    .await;
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(answer.text(), "tls /secure?s=1");
+    // Plain http to it is kube's 503, not a hang.
+    let answer = get(
+        server.addr,
+        &format!("/api/v1/namespaces/default/pods/http:tls-0:{port}/proxy/"),
+    )
+    .await;
+    assert_eq!(answer.status, 503, "{}", answer.text());
+    assert!(
+        answer.json()["message"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("error trying to reach service: "),
+        "{}",
+        answer.text()
+    );
     server.shutdown().await;
 }
 
