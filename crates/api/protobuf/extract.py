@@ -4,10 +4,10 @@
 Run by hand when the Kubernetes version the server follows changes; normal builds and tests
 only read the derived file (see `crates/api/src/protobuf/generate.rs`).
 
-    extract.py API APIMACHINERY KUBE_AGGREGATOR > kubernetes-1.33.schema
+    extract.py API APIMACHINERY KUBE_AGGREGATOR APIEXTENSIONS > kubernetes-1.33.schema
 
-where the three arguments are checkouts of k8s.io/api, k8s.io/apimachinery and
-k8s.io/kube-aggregator at the same release tag (v0.33.x). It reads two things from each Go
+where the four arguments are checkouts of k8s.io/api, k8s.io/apimachinery,
+k8s.io/kube-aggregator and k8s.io/apiextensions-apiserver at the same release tag (v0.33.x). It reads two things from each Go
 package that has a `generated.proto`:
 
 - `generated.proto`: every message's fields with their numbers, protobuf types and labels;
@@ -61,6 +61,8 @@ ROOTS = [
      "k8s.io.api.admissionregistration.v1.ValidatingAdmissionPolicyBinding"),
     ("apiregistration.k8s.io", "v1", "APIService",
      "k8s.io.kube_aggregator.pkg.apis.apiregistration.v1.APIService"),
+    ("apiextensions.k8s.io", "v1", "CustomResourceDefinition",
+     "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition"),
     ("apps", "v1", "ControllerRevision", "k8s.io.api.apps.v1.ControllerRevision"),
     ("apps", "v1", "DaemonSet", "k8s.io.api.apps.v1.DaemonSet"),
     ("apps", "v1", "Deployment", "k8s.io.api.apps.v1.Deployment"),
@@ -133,6 +135,9 @@ LEAVES = {
     "k8s.io.apimachinery.pkg.util.intstr.IntOrString",
     "k8s.io.apimachinery.pkg.api.resource.Quantity",
     "k8s.io.apimachinery.pkg.runtime.RawExtension",
+    # apiextensions' `JSON` {1 raw}: its bytes are the JSON value (a schema's `default`,
+    # `example`, `enum` items).
+    "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSON",
 }
 
 SCALARS = {"string", "int32", "int64", "bool", "bytes", "double"}
@@ -204,6 +209,11 @@ def parse_go(directory):
                 current = {}
                 structs[m.group(1)] = current
                 continue
+            m = re.match(r"^type (\w+) struct\s*\{\}$", stripped)
+            if m and line.startswith("type "):
+                # An empty struct (`type CustomResourceSubresourceStatus struct{}`).
+                structs[m.group(1)] = {}
+                continue
             m = re.match(r"^type (\w+) \[\](\w+)$", stripped)
             if m and line.startswith("type "):
                 slices.add(m.group(1))
@@ -236,7 +246,12 @@ def parse_go(directory):
 
 
 def main():
-    roots = {"api": sys.argv[1], "apimachinery": sys.argv[2], "kube-aggregator": sys.argv[3]}
+    roots = {
+        "api": sys.argv[1],
+        "apimachinery": sys.argv[2],
+        "kube-aggregator": sys.argv[3],
+        "apiextensions-apiserver": sys.argv[4],
+    }
     messages = {}
     go = {}
     for repo, base in roots.items():
@@ -298,8 +313,9 @@ def main():
         visit(message)
 
     print("# Kubernetes' protobuf schema for the kinds watchkeeper serves, derived by extract.py")
-    print("# from the generated.proto files and Go struct tags of k8s.io/api, k8s.io/apimachinery")
-    print("# and k8s.io/kube-aggregator at tag v0.33.13 (Kubernetes 1.33). Those definitions are")
+    print("# from the generated.proto files and Go struct tags of k8s.io/api, k8s.io/apimachinery,")
+    print("# k8s.io/kube-aggregator and k8s.io/apiextensions-apiserver at tag v0.33.13")
+    print("# (Kubernetes 1.33). Those definitions are")
     print("# Copyright The Kubernetes Authors, licensed under the Apache License, Version 2.0.")
     print("#")
     print("# kind <group> <version> <kind> <message>   (group '-' for the core group)")

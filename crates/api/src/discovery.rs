@@ -213,7 +213,7 @@ pub fn has_scale(def: &ResourceDef) -> bool {
 /// The subresources served for a resource, each with its verbs: those its CRD declares for a
 /// CRD's resource; otherwise `status` unless the resource is a built-in without one, `scale`
 /// where [`has_scale`], and the kind's own (`finalize` for namespaces, pods' `binding`,
-/// `ephemeralcontainers` and `eviction`, CSRs' `approval`, service accounts' `token`).
+/// `ephemeralcontainers`, `eviction` and `resize`, CSRs' `approval`, service accounts' `token`).
 #[must_use]
 pub fn subresources(def: &ResourceDef) -> Vec<(&'static str, &'static [&'static str])> {
     let mut out = Vec::new();
@@ -248,8 +248,10 @@ pub fn subresources(def: &ResourceDef) -> Vec<(&'static str, &'static [&'static 
         out.push(("exec", &["create", "get"][..]));
         out.push(("log", &["get"][..]));
         out.push(("portforward", &["create", "get"][..]));
+        out.push(("proxy", PROXY_VERBS));
+        out.push((crate::resize::SUBRESOURCE, STATUS_VERBS));
     }
-    if def.group.is_empty() && matches!(def.plural.as_str(), "pods" | "services" | "nodes") {
+    if def.group.is_empty() && matches!(def.plural.as_str(), "services" | "nodes") {
         out.push(("proxy", PROXY_VERBS));
     }
     if def.group.is_empty() && def.plural == "serviceaccounts" {
@@ -1001,9 +1003,9 @@ mod tests {
         // (namespaces, nodes, pods, services, persistentvolumeclaims, persistentvolumes,
         // resourcequotas, replicationcontrollers); replicationcontrollers/scale;
         // namespaces/finalize; pods/attach, pods/binding, pods/ephemeralcontainers,
-        // pods/eviction, pods/exec, pods/log and pods/portforward; pods/proxy, services/proxy
-        // and nodes/proxy; serviceaccounts/token.
-        assert_eq!(resources.len(), 38);
+        // pods/eviction, pods/exec, pods/log, pods/portforward and pods/resize; pods/proxy,
+        // services/proxy and nodes/proxy; serviceaccounts/token.
+        assert_eq!(resources.len(), 39);
         for (name, kind) in [
             ("pods/proxy", "PodProxyOptions"),
             ("services/proxy", "ServiceProxyOptions"),
@@ -1242,7 +1244,10 @@ mod tests {
                                      "verbs": ["create", "get"]},
                                     {"subresource": "proxy",
                                      "responseKind": {"group": "", "version": "v1", "kind": "PodProxyOptions"},
-                                     "verbs": ["create", "delete", "get", "patch", "update"]}]})
+                                     "verbs": ["create", "delete", "get", "patch", "update"]},
+                                    {"subresource": "resize",
+                                     "responseKind": {"group": "", "version": "v1", "kind": "Pod"},
+                                     "verbs": ["get", "patch", "update"]}]})
         );
         let named = aggregated_discovery(&defs, false, AggregatedVersion::V2Beta1);
         assert_eq!(named["apiVersion"], "apidiscovery.k8s.io/v2beta1");

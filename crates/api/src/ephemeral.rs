@@ -5,7 +5,9 @@
 //! ## Guarantees
 //! - A write through the subresource changes only `spec.ephemeralContainers` (and the
 //!   metadata the write path keeps: resourceVersion, managed fields): everything else of the
-//!   stored pod stays as it is, whatever the body says.
+//!   stored pod stays as it is, whatever the body says
+//!   ([`crate::pod_subresources::stored_with_spec`]); `metadata.generation` goes up by one
+//!   when a container is added (kube's `updatePodGeneration`, 1.33).
 //! - An ephemeral container already in the pod may be neither removed nor changed: 422
 //!   `Forbidden` on `spec.ephemeralContainers` ("existing ephemeral containers "x" may not be
 //!   removed", "... may not be changed"; kube-apiserver appends a diff of the change to the
@@ -17,9 +19,10 @@
 //!   [`crate::defaults`] before these checks, so a container sent again as it was returned
 //!   compares equal.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::error::ApiError;
+use crate::pod_subresources::{containers, name_of, stored_with_spec};
 use crate::resources::ResourceDef;
 
 /// The subresource's name.
@@ -28,21 +31,7 @@ pub const SUBRESOURCE: &str = "ephemeralcontainers";
 /// Whether `def` is core/v1 pods, which has the subresource.
 #[must_use]
 pub fn has_ephemeral_containers(def: &ResourceDef) -> bool {
-    def.group.is_empty() && def.plural == "pods"
-}
-
-fn containers(pod: &Value, list: &str) -> Vec<Value> {
-    pod.pointer(&format!("/spec/{list}"))
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default()
-}
-
-fn name_of(container: &Value) -> &str {
-    container
-        .get("name")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
+    crate::pod_subresources::is_pods(def)
 }
 
 /// The pod `old` with the new ephemeral containers of `new` (and `new`'s metadata fields the
@@ -113,24 +102,17 @@ pub fn update(def: &ResourceDef, old: &Value, new: &Value) -> Result<Value, ApiE
     if !causes.is_empty() {
         return Err(ApiError::invalid(def, name, causes));
     }
-    let mut pod = old.clone();
-    if let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) {
-        if wanted.is_empty() {
-            spec.remove("ephemeralContainers");
-        } else {
-            spec.insert("ephemeralContainers".to_owned(), Value::Array(wanted));
-        }
+    let mut spec = old
+        .get("spec")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    if wanted.is_empty() {
+        spec.remove("ephemeralContainers");
+    } else {
+        spec.insert("ephemeralContainers".to_owned(), Value::Array(wanted));
     }
-    let kept: Map<String, Value> = ["resourceVersion", "managedFields"]
-        .into_iter()
-        .filter_map(|key| {
-            new.pointer(&format!("/metadata/{key}"))
-                .map(|value| (key.to_owned(), value.clone()))
-        })
-        .collect();
-    if let Some(metadata) = pod.get_mut("metadata").and_then(Value::as_object_mut) {
-        metadata.extend(kept);
-    }
+    let pod = stored_with_spec(old, new, spec);
     Ok(pod)
 }
 

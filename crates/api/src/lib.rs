@@ -23,8 +23,9 @@
 //! - [`schema`]: write bodies of built-in kinds decoded against their published schemas, with
 //!   kube-apiserver's 400/422 answers; [`structural`]: custom resources against their CRD's
 //!   structural schema (with [`strfmt`]'s string formats), ratcheted on updates.
-//! - [`ephemeral`]: the `ephemeralcontainers` subresource of pods; [`certificates`]: the
-//!   `approval` subresource of CertificateSigningRequests.
+//! - [`ephemeral`] and [`resize`]: the `ephemeralcontainers` and `resize` subresources of
+//!   pods (what they share: [`pod_subresources`]); [`certificates`]: the `approval`
+//!   subresource of CertificateSigningRequests.
 //! - [`defaults`]: the built-in kinds' defaults and create-time status, and which kinds keep
 //!   `metadata.generation`.
 //! - [`kinds`]: the strategies of the storage, node, admission-policy and flow-control kinds:
@@ -77,10 +78,12 @@ pub mod order;
 pub mod patch;
 pub mod pattern;
 pub mod pod_security;
+pub mod pod_subresources;
 pub mod pod_warnings;
 pub mod protobuf;
 pub mod quantity;
 pub mod query;
+pub mod resize;
 pub mod resources;
 pub mod schema;
 mod schema_node;

@@ -11,10 +11,11 @@
 //!   "no preference" (kube-apiserver answers these with its default JSON too).
 //! - The parser holds at most [`MAX_CLAUSES`] ranges, whatever the header's length, so a
 //!   hostile header cannot make negotiation allocate without bound.
-//! - [`negotiate`] answers protobuf (`application/vnd.kubernetes.protobuf`) only for a resource
-//!   whose kind has protobuf schemas and only without a conversion; a protobuf range is
-//!   otherwise passed over for the next one, as kube-apiserver does for custom resources, and
-//!   a header with nothing else is a 406.
+//! - [`negotiate`] answers protobuf (`application/vnd.kubernetes.protobuf`) for a resource
+//!   whose kind has protobuf schemas, and for object metadata (`as=PartialObjectMetadata[List]`)
+//!   of any resource, custom ones included, as kube-apiserver does; a protobuf range is
+//!   otherwise passed over for the next one (a custom resource's objects, a Table), and a
+//!   header with nothing else is a 406.
 
 /// The most media ranges read from one `Accept` header; the rest are ignored.
 pub const MAX_CLAUSES: usize = 32;
@@ -201,10 +202,6 @@ pub struct Negotiated {
     pub json_fallback: bool,
 }
 
-/// The media types of a resource without protobuf (custom resources), as kube-apiserver's 406
-/// message lists them.
-pub const JSON_MEDIA_TYPES: &str = "application/json, application/yaml";
-
 /// Negotiates a resource response: the first range (by weight, then the client's order) the
 /// server can serve decides the conversion and the format. `protobuf` says whether the
 /// resource's kind can be sent as protobuf; a plain protobuf range on such a resource is
@@ -241,20 +238,26 @@ pub fn negotiate(accept: Option<&str>, protobuf: bool) -> Result<Negotiated, cra
                 return answer(conversion, Format::Json);
             }
         } else if range.converts() {
-            // Conversions are answered in JSON only.
+            // Metadata in protobuf for every resource, custom ones too (kube-apiserver encodes
+            // it with `metainternalversionscheme`'s codecs); a Table in JSON only.
+            if range.essence == crate::protobuf::PROTOBUF_MEDIA_TYPE
+                && let Some(
+                    conversion @ (Conversion::PartialObjectMetadata
+                    | Conversion::PartialObjectMetadataList),
+                ) = conversion_of(range)
+            {
+                return answer(conversion, Format::Protobuf);
+            }
         } else if range.essence == "application/yaml" {
             return answer(Conversion::None, Format::Json);
         } else if range.essence == crate::protobuf::PROTOBUF_MEDIA_TYPE && protobuf {
             return answer(Conversion::None, Format::Protobuf);
         }
     }
-    let types = if protobuf {
-        RESOURCE_MEDIA_TYPES
-    } else {
-        JSON_MEDIA_TYPES
-    };
+    // A custom resource's 406 lists protobuf too: kube-apiserver's serializer for them has it
+    // (for `PartialObjectMetadata`), though a custom resource itself is never answered in it.
     Err(crate::ApiError::not_acceptable(format!(
-        "only the following media types are accepted: {types}"
+        "only the following media types are accepted: {RESOURCE_MEDIA_TYPES}"
     )))
 }
 
@@ -337,12 +340,40 @@ mod tests {
             negotiate_conversion(Some(kubectl_get)).unwrap(),
             Conversion::Table
         );
-        // client-go's metadata informer: protobuf first (skipped), then JSON.
+        // client-go's metadata informer: protobuf first, for every resource (a custom one too),
+        // with JSON to fall back on.
         let metadata_list = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
         assert_eq!(
             negotiate_conversion(Some(metadata_list)).unwrap(),
             Conversion::PartialObjectMetadataList
         );
+        for protobuf in [true, false] {
+            let negotiated = negotiate(Some(metadata_list), protobuf).unwrap();
+            assert_eq!(
+                (
+                    negotiated.conversion,
+                    negotiated.format,
+                    negotiated.json_fallback
+                ),
+                (
+                    Conversion::PartialObjectMetadataList,
+                    Format::Protobuf,
+                    true
+                )
+            );
+        }
+        // A Table is never protobuf, and a v1beta1 metadata range falls through.
+        for skipped in [
+            "application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1, application/json",
+            "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1beta1, application/json",
+        ] {
+            let negotiated = negotiate(Some(skipped), true).unwrap();
+            assert_eq!(
+                (negotiated.conversion, negotiated.format),
+                (Conversion::None, Format::Json),
+                "{skipped}"
+            );
+        }
         let kube_rs = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
         assert_eq!(
             negotiate_conversion(Some(kube_rs)).unwrap(),
@@ -426,7 +457,7 @@ mod tests {
         assert_eq!(error.code, 406);
         assert_eq!(
             error.message,
-            "only the following media types are accepted: application/json, application/yaml"
+            "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf"
         );
         // Weights decide, and a conversion is answered in JSON.
         assert_eq!(
@@ -450,7 +481,7 @@ mod tests {
             pb(metadata, true),
             Negotiated {
                 conversion: Conversion::PartialObjectMetadataList,
-                format: Format::Json,
+                format: Format::Protobuf,
                 json_fallback: true
             }
         );

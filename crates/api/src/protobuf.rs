@@ -12,9 +12,16 @@
 //! - The tables are Kubernetes 1.33's schema of every built-in kind the server serves or
 //!   answers, whole (all fields of every message they reach): `tables.rs` is generated from
 //!   `crates/api/protobuf/kubernetes-1.33.schema`, an extract of the `generated.proto` files
-//!   and Go struct tags of `k8s.io/api`, `k8s.io/apimachinery` and `k8s.io/kube-aggregator`
-//!   (v0.33.13) made by `crates/api/protobuf/extract.py`; a test fails when `tables.rs` is not
-//!   what the extract gives (`protobuf/generate.rs`).
+//!   and Go struct tags of `k8s.io/api`, `k8s.io/apimachinery`, `k8s.io/kube-aggregator` and
+//!   `k8s.io/apiextensions-apiserver` (v0.33.13) made by `crates/api/protobuf/extract.py`; a
+//!   test fails when `tables.rs` is not what the extract gives (`protobuf/generate.rs`).
+//! - CustomResourceDefinitions too, as kube-apiserver serves them (apiextensions' types have
+//!   `generated.proto`): their JSON schemas' Go types with a JSON form of their own are
+//!   rendered as their `MarshalJSON` renders them — `JSON` (`default`, `example`, `enum`) as
+//!   the raw value, `JSONSchemaPropsOrArray` / `OrBool` / `OrStringArray` (`items`,
+//!   `additionalProperties`, `additionalItems`, `dependencies`) as the schema or the array
+//!   or boolean ([`SchemaOr`]), and `double`s (`maximum`, `minimum`, `multipleOf`) as Go writes
+//!   a `float64` (`10`, `0.5`).
 //!
 //! ## Requests
 //! client-go (so kubectl's generator commands and every typed client: `create configmap`,
@@ -35,9 +42,9 @@
 //! whole of Go's decode-then-encode (absent and `null` fields as Go's zero values too).
 //!
 //! ## Limits
-//! Custom resources and CustomResourceDefinitions have no protobuf form (kube-apiserver serves
-//! them as JSON too); a kind is matched by its exact `apiVersion`, so a body in a version the
-//! server does not serve (e.g. `autoscaling/v1` HorizontalPodAutoscaler) is a 415.
+//! Custom resources have no protobuf form (kube-apiserver serves them as JSON too, and lists
+//! protobuf in their 406 only for their metadata); a kind is matched by its exact
+//! `apiVersion`, so a body in a version the server does not serve is a 415.
 
 use serde_json::{Map, Value};
 
@@ -50,7 +57,8 @@ pub mod gostruct;
 pub use encode::{
     ENVELOPE_TAIL, EncodeError, WatchFraming, cached_object_message, decode_response,
     decode_watch_stream, encode_object_message, encode_protobuf, envelope, envelope_head,
-    has_protobuf_schema, list_item_head, list_meta_field, watch_frame, watch_frame_head,
+    has_protobuf_schema, list_item_head, list_meta_field, metadata_message_of_json,
+    metadata_prefix, watch_frame, watch_frame_head,
 };
 
 /// The four bytes every Kubernetes protobuf body starts with.
@@ -105,6 +113,34 @@ enum Ty {
     FieldsV1,
     /// `runtime.RawExtension` {1 raw} whose bytes are JSON (a ControllerRevision's `data`).
     RawExtension,
+    /// `double` (a JSON schema's `maximum`), a 64-bit fixed value; Go's `encoding/json` writes
+    /// a whole `float64` without a fraction (`5`, not `5.0`).
+    Double,
+    /// apiextensions' `JSON` {1 raw} (a JSON schema's `default`, `example`, `enum` items): its
+    /// bytes are the JSON value, none is `null`.
+    Json,
+    /// One of apiextensions' `JSONSchemaPropsOr…` messages (the message's own table), whose
+    /// JSON is one of two shapes ([`SchemaOr`]).
+    Union(&'static Message, SchemaOr),
+    /// `map<string, M>` for a message `M` (a JSON schema's `properties`, `definitions`).
+    MapMsg(&'static Message),
+    /// `map<string, U>` for a union `U` (a JSON schema's `dependencies`).
+    MapUnion(&'static Message, SchemaOr),
+}
+
+/// The JSON shapes of apiextensions' `JSONSchemaPropsOr…` messages, as their Go
+/// `MarshalJSON` and `UnmarshalJSON` give them (`apiextensions/v1/marshal.go`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SchemaOr {
+    /// `JSONSchemaPropsOrArray` {1 schema, 2 repeated jSONSchemas}: an array when it has
+    /// items, else the schema (`null` without one).
+    Array,
+    /// `JSONSchemaPropsOrBool` {1 allows, 2 schema}: the schema when there is one, else the
+    /// boolean.
+    Bool,
+    /// `JSONSchemaPropsOrStringArray` {1 schema, 2 repeated property}: an array of strings
+    /// when it has any, else the schema, else `null`.
+    StringArray,
 }
 
 #[derive(Clone, Copy)]
@@ -141,6 +177,8 @@ impl Ty {
                 | Ty::Quantity
                 | Ty::FieldsV1
                 | Ty::RawExtension
+                | Ty::Json
+                | Ty::Union(..)
         )
     }
 }
@@ -200,8 +238,9 @@ const fn l(number: u32, name: &'static str, ty: Ty) -> Field {
 }
 
 use Ty::{
-    Bool, Bytes, FieldsV1, Inline, Int32, Int64, IntOrString, MapBytes, MapQuantity, MapStr,
-    MapStrList, MapTime, MicroTime, Msg, Quantity, RawExtension, Str, Time,
+    Bool, Bytes, Double, FieldsV1, Inline, Int32, Int64, IntOrString, Json, MapBytes, MapMsg,
+    MapQuantity, MapStr, MapStrList, MapTime, MapUnion, MicroTime, Msg, Quantity, RawExtension,
+    Str, Time, Union,
 };
 
 #[cfg(test)]
@@ -261,6 +300,17 @@ impl<'a> Reader<'a> {
         malformed(message, "a varint longer than ten bytes")
     }
 
+    /// A 64-bit little-endian value (`double`, `fixed64`).
+    fn fixed64(&mut self, message: &Message) -> Result<u64> {
+        let Some(bytes) = self.bytes.get(self.position..self.position + 8) else {
+            return malformed(message, "a truncated 64-bit value");
+        };
+        self.position += 8;
+        let mut word = [0u8; 8];
+        word.copy_from_slice(bytes);
+        Ok(u64::from_le_bytes(word))
+    }
+
     /// A length-delimited value.
     fn delimited(&mut self, message: &Message) -> Result<&'a [u8]> {
         let length = self.varint(message)?;
@@ -280,6 +330,7 @@ impl<'a> Reader<'a> {
 }
 
 const WIRE_VARINT: u64 = 0;
+const WIRE_FIXED64: u64 = 1;
 const WIRE_DELIMITED: u64 = 2;
 
 fn wire_name(wire: u64) -> &'static str {
@@ -295,7 +346,34 @@ fn wire_name(wire: u64) -> &'static str {
 }
 
 /// Decodes one message into a JSON object.
+/// The most messages a body may nest, one in another (a CustomResourceDefinition's JSON
+/// schemas nest without end: `properties`, `items`, `not`): half of Go's JSON depth limit
+/// ([`crate::go_json::GO_MAX_DEPTH`]), as a level of messages is at most two levels of the JSON
+/// it decodes to, which the rest of the server then walks. Deeper is a 400.
+pub const MESSAGE_MAX_DEPTH: usize = crate::go_json::GO_MAX_DEPTH / 2;
+
+thread_local! {
+    /// How many messages the decode on this thread is inside of.
+    static DECODE_DEPTH: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Decodes one message into a JSON object, at most [`MESSAGE_MAX_DEPTH`] messages deep, each
+/// level on a stack with room for it (`core::stack`).
 fn decode_message(message: &'static Message, bytes: &[u8]) -> Result<Map<String, Value>> {
+    let depth = DECODE_DEPTH.get();
+    if depth >= MESSAGE_MAX_DEPTH {
+        return malformed(
+            message,
+            format!("messages nested more than {MESSAGE_MAX_DEPTH} levels"),
+        );
+    }
+    DECODE_DEPTH.set(depth + 1);
+    let decoded = watchkeeper_core::stack::deep(depth, || decode_message_level(message, bytes));
+    DECODE_DEPTH.set(depth);
+    decoded
+}
+
+fn decode_message_level(message: &'static Message, bytes: &[u8]) -> Result<Map<String, Value>> {
     let mut out = Map::new();
     let mut reader = Reader::new(bytes);
     while !reader.done() {
@@ -405,7 +483,7 @@ fn decode_field(
             out.extend(fields);
             return Ok(());
         }
-        MapStr | MapBytes | MapQuantity | MapTime | MapStrList => {
+        MapStr | MapBytes | MapQuantity | MapTime | MapStrList | MapMsg(_) | MapUnion(..) => {
             expect_wire(message, field, wire, WIRE_DELIMITED)?;
             let (key, value) = decode_map_entry(message, field, reader.delimited(message)?)?;
             let map = out
@@ -439,6 +517,18 @@ fn decode_field(
         RawExtension => {
             expect_wire(message, field, wire, WIRE_DELIMITED)?;
             decode_raw_json(&RAW_EXTENSION, reader.delimited(message)?)?
+        }
+        Json => {
+            expect_wire(message, field, wire, WIRE_DELIMITED)?;
+            decode_raw_json(&JSON, reader.delimited(message)?)?
+        }
+        Double => {
+            expect_wire(message, field, wire, WIRE_FIXED64)?;
+            float_json(f64::from_bits(reader.fixed64(message)?))
+        }
+        Union(inner, union) => {
+            expect_wire(message, field, wire, WIRE_DELIMITED)?;
+            union_json(union, decode_message(inner, reader.delimited(message)?)?)
         }
     };
     if field.repeated {
@@ -477,7 +567,9 @@ fn decode_map_entry(message: &Message, field: &Field, bytes: &[u8]) -> Result<(S
     // A value left out is the Go zero value of the map's value type.
     let mut value = match field.ty {
         MapQuantity => Value::String("0".to_owned()),
-        MapTime | MapStrList => Value::Null,
+        MapTime | MapStrList | MapUnion(..) => Value::Null,
+        // A zero `JSONSchemaProps`: every field `omitempty`.
+        MapMsg(_) => Value::Object(Map::new()),
         _ => Value::String(String::new()),
     };
     while !reader.done() {
@@ -503,6 +595,8 @@ fn decode_map_entry(message: &Message, field: &Field, bytes: &[u8]) -> Result<(S
                 MapQuantity => decode_quantity(bytes)?,
                 MapTime => decode_time(bytes)?,
                 MapStrList => decode_str_list(bytes)?,
+                MapMsg(inner) => Value::Object(decode_message(inner, bytes)?),
+                MapUnion(inner, union) => union_json(union, decode_message(inner, bytes)?),
                 _ => Value::String(utf8(message, field, bytes)?),
             };
         }
@@ -618,14 +712,20 @@ static RAW_EXTENSION: Message = Message {
     fields: &[k(1, "raw", Bytes)],
 };
 
-/// A `FieldsV1` or `RawExtension` message: its one `bytes` field holds JSON.
+static JSON: Message = Message {
+    name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSON",
+    fields: &[k(1, "raw", Bytes)],
+};
+
+/// A `FieldsV1`, `RawExtension` or apiextensions `JSON` message: its one `bytes` field holds
+/// JSON.
 fn decode_raw_json(message: &'static Message, bytes: &[u8]) -> Result<Value> {
     let mut reader = Reader::new(bytes);
-    // Go's empty `FieldsV1` reads `{}`, an empty `RawExtension` `null`.
-    let mut raw: &[u8] = if message.name == RAW_EXTENSION.name {
-        b"null"
-    } else {
+    // Go's empty `FieldsV1` reads `{}`, an empty `RawExtension` or `JSON` `null`.
+    let mut raw: &[u8] = if message.name == FIELDS_V1.name {
         b"{}"
+    } else {
+        b"null"
     };
     while !reader.done() {
         let tag = reader.varint(message)?;
@@ -638,9 +738,43 @@ fn decode_raw_json(message: &'static Message, bytes: &[u8]) -> Result<Value> {
         }
         raw = reader.delimited(message)?;
     }
-    match serde_json::from_slice::<Value>(raw) {
+    if raw.is_empty() && message.name == JSON.name {
+        // `JSON.MarshalJSON`: no bytes are `null`.
+        return Ok(Value::Null);
+    }
+    // Go's reading, as deep as a body may nest (serde_json alone stops at 128 levels).
+    match crate::go_json::parse(raw) {
         Ok(value) => Ok(value),
         Err(e) => malformed(message, format!("Raw that is not JSON ({e})")),
+    }
+}
+
+/// A `float64` as Go's `encoding/json` writes it: a whole number without a fraction.
+#[allow(clippy::cast_possible_truncation, clippy::float_cmp)]
+fn float_json(value: f64) -> Value {
+    // Whole values up to 2^53 are exact in both; Go writes larger ones (< 1e21) without an
+    // exponent too, which an i64 holds up to 9.2e18.
+    if value.fract() == 0.0 && value.abs() < 9.0e18 {
+        return Value::from(value as i64);
+    }
+    serde_json::Number::from_f64(value).map_or(Value::Null, Value::Number)
+}
+
+/// The JSON of a `JSONSchemaPropsOr…` message decoded to its fields (see [`SchemaOr`]).
+fn union_json(union: SchemaOr, mut fields: Map<String, Value>) -> Value {
+    let schema = fields.remove("schema");
+    match union {
+        SchemaOr::Array => match fields.remove("jSONSchemas") {
+            Some(items @ Value::Array(_)) => items,
+            _ => schema.unwrap_or(Value::Null),
+        },
+        SchemaOr::Bool => schema.unwrap_or_else(|| {
+            Value::Bool(fields.get("allows").and_then(Value::as_bool) == Some(true))
+        }),
+        SchemaOr::StringArray => match fields.remove("property") {
+            Some(items @ Value::Array(_)) => items,
+            _ => schema.unwrap_or(Value::Null),
+        },
     }
 }
 
@@ -1449,6 +1583,62 @@ mod tests {
             "application/vnd.kubernetes.protobuf; charset=binary"
         ));
         assert!(!is_protobuf_media_type("application/json"));
+    }
+
+    /// A CustomResourceDefinition whose schema nests `levels` schemas through `not`, as
+    /// client-go would send it.
+    fn nested_definition(levels: usize) -> Vec<u8> {
+        let wrap = |number: u32, inner: &[u8]| {
+            let mut out = Vec::new();
+            encode::put_varint(&mut out, u64::from(number << 3 | 2));
+            encode::put_varint(&mut out, inner.len() as u64);
+            out.extend_from_slice(inner);
+            out
+        };
+        let mut schema = wrap(5, b"object");
+        for _ in 1..levels {
+            schema = [wrap(5, b"object"), wrap(28, &schema)].concat();
+        }
+        let version = [
+            wrap(1, b"v1"),
+            vec![0x10, 1, 0x18, 1],
+            wrap(4, &wrap(1, &schema)),
+        ]
+        .concat();
+        let spec = [wrap(1, b"example.com"), wrap(7, &version)].concat();
+        let crd = [wrap(1, &wrap(1, b"deep.example.com")), wrap(2, &spec)].concat();
+        envelope("apiextensions.k8s.io/v1", "CustomResourceDefinition", &crd)
+    }
+
+    /// A definition's schemas nest without end; a body nesting past [`MESSAGE_MAX_DEPTH`]
+    /// messages is a 400 (it once recursed once per level on the worker's stack, which a
+    /// 3 MiB body could overflow), and one just inside decodes, on stacks grown as it goes, to
+    /// the JSON it encodes back from.
+    #[test]
+    fn nesting_is_bounded_and_deep_definitions_do_not_overflow() {
+        let def = crate::crd::definition();
+        // The definition, its spec, a version, its validation, then the schemas.
+        let inside = MESSAGE_MAX_DEPTH - 4;
+        let decoded = decode_protobuf(&def, &nested_definition(inside)).unwrap();
+        let mut schema = &decoded["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+        let mut levels = 1;
+        while let Some(not) = schema.get("not") {
+            assert_eq!(schema["type"], "object");
+            schema = not;
+            levels += 1;
+        }
+        assert_eq!(levels, inside);
+        let body = encode_protobuf(&decoded).unwrap();
+        assert_eq!(decode_protobuf(&def, &body).unwrap(), decoded);
+        let error = decode_protobuf(&def, &nested_definition(inside + 1)).unwrap_err();
+        assert_eq!(error.code, 400, "{}", error.message);
+        assert!(
+            error.message.contains("nested more than 5000 levels"),
+            "{}",
+            error.message
+        );
+        // The refusal leaves nothing behind: the next body decodes from the top.
+        assert!(decode_protobuf(&def, &nested_definition(3)).is_ok());
     }
 
     proptest! {

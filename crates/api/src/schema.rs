@@ -1369,6 +1369,17 @@ pub(crate) fn definitions_of(
     Some((&schemas.definitions, root.as_str()))
 }
 
+/// The documented definitions (descriptions kept) and the root of `def`'s kind: for the kinds
+/// that only they carry (CustomResourceDefinitions, the create-only kinds).
+#[cfg(test)]
+pub(crate) fn documented_definitions_of(
+    def: &ResourceDef,
+) -> Option<(&'static Map<String, Value>, &'static str)> {
+    let schemas = documented_schemas();
+    let root = schemas.root(def)?;
+    Some((&schemas.definitions, root.as_str()))
+}
+
 fn decode_error_fields(def: &ResourceDef, fields: &Map<String, Value>) -> Option<String> {
     decode_check_fields(def, fields, None)
         .0

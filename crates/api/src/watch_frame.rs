@@ -32,11 +32,12 @@
 use crate::ResourceDef;
 use crate::negotiate::Conversion;
 use crate::protobuf::{
-    ENVELOPE_TAIL, WatchFraming, cached_object_message, encode_protobuf, watch_frame,
+    ENVELOPE_TAIL, WatchFraming, cached_object_message, encode_protobuf, metadata_message_of_json,
+    metadata_prefix, watch_frame,
 };
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{Value, json};
-use watchkeeper_core::{EncodeStats, Encoding, EventType, Revision, WatchItem};
+use watchkeeper_core::{EncodeStats, Encoding, EventType, Object, Revision, WatchItem};
 
 /// Objects whose encoding is at least this long are sent as a shared piece, not copied.
 pub const SHARE_MIN_BYTES: usize = 1024;
@@ -185,8 +186,37 @@ fn bookmark_of(kind: &str, api_version: &str, revision: Revision, end: bool) -> 
 /// The protobuf content type of a watch response.
 pub const PROTOBUF_WATCH_CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf;stream=watch";
 
+/// The `meta.k8s.io/v1` `PartialObjectMetadata` message of `object`: the `metadata` field of
+/// its cached protobuf message (shared), or, for an object without one (a custom resource),
+/// encoded from its cached metadata JSON; `None` when that cannot be encoded.
+pub fn object_metadata_message(object: &Object, stats: &EncodeStats) -> Option<Bytes> {
+    match object.encoded_external(cached_object_message, stats) {
+        Some(message) => Some(metadata_prefix(message)),
+        None => metadata_message_of_json(object.encoded(Encoding::PartialMetadataJson, stats)),
+    }
+}
+
+/// A watch item's event type and `PartialObjectMetadata` message (see
+/// [`object_metadata_message`]): `None` for a bookmark.
+fn item_metadata_message(
+    item: &WatchItem,
+    stats: &EncodeStats,
+) -> Option<(EventType, Option<Bytes>)> {
+    match item.encoded_external(cached_object_message, stats)? {
+        (event_type, Some(message)) => Some((event_type, Some(metadata_prefix(&message)))),
+        (event_type, None) => Some((
+            event_type,
+            item.encoded(Encoding::PartialMetadataJson, stats)
+                .and_then(|(_, json)| metadata_message_of_json(&json)),
+        )),
+    }
+}
+
 /// Appends the protobuf frames of `items` to `parts` (see the module doc): the object's cached
-/// message of [`SHARE_MIN_BYTES`] or more is a piece of its own, shared, not copied.
+/// message of [`SHARE_MIN_BYTES`] or more is a piece of its own, shared, not copied. With
+/// [`Conversion::PartialObjectMetadata`] each frame carries the object's
+/// `PartialObjectMetadata` ([`object_metadata_message`]: a slice of its cached message for a
+/// built-in kind, encoded per frame for a custom resource, which has no message to share).
 ///
 /// # Errors
 /// The in-stream error that must end the watch (after the frames appended so far) when an
@@ -195,14 +225,25 @@ pub fn encode_protobuf_frames<'a>(
     parts: &mut Vec<Bytes>,
     def: &ResourceDef,
     items: impl IntoIterator<Item = &'a WatchItem>,
+    conversion: Conversion,
     stats: &EncodeStats,
 ) -> Result<(), crate::ApiError> {
-    let api_version = def.api_version();
-    let framing = WatchFraming::new(&api_version, &def.kind);
+    let metadata_only = conversion == Conversion::PartialObjectMetadata;
+    let (api_version, kind) = if metadata_only {
+        ("meta.k8s.io/v1".to_owned(), "PartialObjectMetadata")
+    } else {
+        (def.api_version(), def.kind.as_str())
+    };
+    let framing = WatchFraming::new(&api_version, kind);
     let mut text = BytesMut::new();
     let mut result = Ok(());
     for item in items {
-        match item.encoded_external(cached_object_message, stats) {
+        let encoded = if metadata_only {
+            item_metadata_message(item, stats)
+        } else {
+            item.encoded_external(cached_object_message, stats)
+        };
+        match encoded {
             Some((event_type, Some(message))) => {
                 framing.put_head(&mut text, event_type.as_str(), message.len());
                 if message.len() >= SHARE_MIN_BYTES {
@@ -238,8 +279,7 @@ pub fn encode_protobuf_frames<'a>(
                 if *initial_events_end {
                     metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
                 }
-                let object =
-                    json!({"kind": def.kind, "apiVersion": api_version, "metadata": metadata});
+                let object = json!({"kind": kind, "apiVersion": api_version, "metadata": metadata});
                 if let Ok(body) = encode_protobuf(&object) {
                     text.put_slice(&watch_frame("BOOKMARK", &body));
                 }
@@ -308,8 +348,8 @@ mod tests {
             },
         ];
         let (mut first, mut second) = (Vec::new(), Vec::new());
-        encode_protobuf_frames(&mut first, &def(), &items, &stats).unwrap();
-        encode_protobuf_frames(&mut second, &def(), &items, &stats).unwrap();
+        encode_protobuf_frames(&mut first, &def(), &items, Conversion::None, &stats).unwrap();
+        encode_protobuf_frames(&mut second, &def(), &items, Conversion::None, &stats).unwrap();
         // Two watchers, one serialization per object and per DELETED event.
         assert_eq!(stats.serializations(), 3);
         assert_eq!(first.concat(), second.concat());
@@ -347,7 +387,8 @@ mod tests {
         ));
         let mut parts = Vec::new();
         let items = [WatchItem::Initial(small), WatchItem::Initial(odd)];
-        let error = encode_protobuf_frames(&mut parts, &def(), &items, &stats).unwrap_err();
+        let error = encode_protobuf_frames(&mut parts, &def(), &items, Conversion::None, &stats)
+            .unwrap_err();
         assert_eq!((error.code, error.reason.as_str()), (410, "Expired"));
         assert!(
             error.message.contains("\"default/odd\""),

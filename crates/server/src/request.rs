@@ -30,6 +30,32 @@ pub struct RequestContext {
     pub peer: Option<SocketAddr>,
 }
 
+impl RequestContext {
+    /// The body as JSON, for a handler that reads JSON: a protobuf body (client-go's typed
+    /// clients send one: a scheduler's `Binding`, a scale client's `Scale`) decoded as one of
+    /// `def`'s objects (its type is the envelope's; `def`'s when the envelope names none), any
+    /// other body as it is. The audit log then keeps the decoded body.
+    ///
+    /// # Errors
+    /// 400 for a malformed protobuf body, 415 for one this server has no schema for.
+    pub fn json_body(
+        &self,
+        def: &watchkeeper_api::ResourceDef,
+    ) -> Result<Bytes, watchkeeper_api::ApiError> {
+        let protobuf = self
+            .headers
+            .get(axum::http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(watchkeeper_api::is_protobuf_media_type);
+        if !protobuf || self.body.is_empty() {
+            return Ok(self.body.clone());
+        }
+        let json = Bytes::from(watchkeeper_api::decode_protobuf(def, &self.body)?.to_string());
+        crate::audit::context::request_body(&json);
+        Ok(json)
+    }
+}
+
 /// The Kubernetes verb of a resource request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verb {

@@ -1134,7 +1134,9 @@ async fn metadata_only_responses() {
         assert_eq!(code, 201);
     }
     let pom = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
-    let poml = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+    // client-go's metadata header without its protobuf range (which is answered in protobuf:
+    // `object_metadata_is_answered_in_protobuf_for_every_resource`).
+    let poml = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
     let get = |path: String, accept: &'static str| async move {
         watchkeeper_testkit::request(server.addr, "GET", &path, &[("accept", accept)], b"")
             .await
@@ -2676,7 +2678,7 @@ async fn protobuf_responses() {
     assert_eq!(refused.header("content-type"), Some("application/json"));
     assert_eq!(
         refused.json()["message"],
-        "only the following media types are accepted: application/json, application/yaml"
+        "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf"
     );
     let listed = call("GET", widgets.to_owned(), client_go, vec![]).await;
     assert_eq!(
@@ -5835,5 +5837,493 @@ async fn a_table_of_an_endpoint_without_tables_is_406() {
     .await;
     assert_eq!(status, 201, "{answer}");
     assert_eq!(answer["status"]["allowed"], true);
+    server.shutdown().await;
+}
+
+/// A CustomResourceDefinition written and read in protobuf, as client-go's apiextensions
+/// clientset sends it with a protobuf `ContentType` (kube-apiserver's apiextensions types have
+/// `generated.proto`; it answered 415 here), encoded and decoded by an independent encoder:
+/// prost types generated from Kubernetes' own `generated.proto` (the k8s-pb crate). The JSON
+/// schema's union fields (`items`, `additionalProperties`, `dependencies`), raw JSON values
+/// (`default`, `enum`), doubles (`maximum`) and CEL rules arrive as a JSON client would have
+/// sent them, and act: the custom resource gets its default, its maximum and its rule.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_definition_travels_in_protobuf_as_client_go_sends_it() {
+    use k8s_pb::apiextensions_apiserver::pkg::apis::apiextensions::v1 as ext;
+    use k8s_pb::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use k8s_pb::apimachinery::pkg::runtime::{TypeMeta, Unknown};
+    use prost::Message;
+    let server = server().await;
+    let addr = server.addr;
+    let protobuf = "application/vnd.kubernetes.protobuf";
+    let json_raw = |value: Value| ext::Json {
+        raw: Some(serde_json::to_vec(&value).unwrap()),
+    };
+    let string = |description: &str| ext::JsonSchemaProps {
+        r#type: Some("string".to_owned()),
+        description: Some(description.to_owned()),
+        ..Default::default()
+    };
+    let spec_schema = ext::JsonSchemaProps {
+        r#type: Some("object".to_owned()),
+        properties: [
+            (
+                "size".to_owned(),
+                ext::JsonSchemaProps {
+                    r#type: Some("integer".to_owned()),
+                    maximum: Some(10.0),
+                    minimum: Some(0.5),
+                    default: Some(json_raw(json!(3))),
+                    ..Default::default()
+                },
+            ),
+            (
+                "color".to_owned(),
+                ext::JsonSchemaProps {
+                    r#enum: vec![json_raw(json!("red")), json_raw(json!("blue"))],
+                    ..string("a colour")
+                },
+            ),
+            (
+                "tags".to_owned(),
+                ext::JsonSchemaProps {
+                    r#type: Some("array".to_owned()),
+                    items: Some(Box::new(ext::JsonSchemaPropsOrArray {
+                        schema: Some(Box::new(string("a tag"))),
+                        j_son_schemas: Vec::new(),
+                    })),
+                    x_kubernetes_list_type: Some("set".to_owned()),
+                    ..Default::default()
+                },
+            ),
+            (
+                "labels".to_owned(),
+                ext::JsonSchemaProps {
+                    r#type: Some("object".to_owned()),
+                    additional_properties: Some(Box::new(ext::JsonSchemaPropsOrBool {
+                        allows: Some(true),
+                        schema: Some(Box::new(string("a value"))),
+                    })),
+                    ..Default::default()
+                },
+            ),
+        ]
+        .into_iter()
+        .collect(),
+        x_kubernetes_validations: vec![ext::ValidationRule {
+            rule: Some("self.size != 7".to_owned()),
+            message: Some("seven is not a size".to_owned()),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let definition = ext::CustomResourceDefinition {
+        metadata: Some(ObjectMeta {
+            name: Some("gadgets.example.com".to_owned()),
+            ..Default::default()
+        }),
+        spec: Some(ext::CustomResourceDefinitionSpec {
+            group: Some("example.com".to_owned()),
+            names: Some(ext::CustomResourceDefinitionNames {
+                plural: Some("gadgets".to_owned()),
+                kind: Some("Gadget".to_owned()),
+                ..Default::default()
+            }),
+            scope: Some("Namespaced".to_owned()),
+            versions: vec![ext::CustomResourceDefinitionVersion {
+                name: Some("v1".to_owned()),
+                served: Some(true),
+                storage: Some(true),
+                schema: Some(ext::CustomResourceValidation {
+                    open_apiv3_schema: Some(ext::JsonSchemaProps {
+                        r#type: Some("object".to_owned()),
+                        properties: [("spec".to_owned(), spec_schema)].into_iter().collect(),
+                        ..Default::default()
+                    }),
+                }),
+                subresources: Some(ext::CustomResourceSubresources {
+                    status: Some(ext::CustomResourceSubresourceStatus {}),
+                    scale: None,
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        status: None,
+    };
+    let envelope = |api_version: &str, kind: &str, raw: Vec<u8>| {
+        let unknown = Unknown {
+            type_meta: Some(TypeMeta {
+                api_version: Some(api_version.to_owned()),
+                kind: Some(kind.to_owned()),
+            }),
+            raw: Some(raw),
+            content_encoding: Some(String::new()),
+            content_type: Some(String::new()),
+        };
+        [b"k8s\0".as_slice(), &unknown.encode_to_vec()].concat()
+    };
+    let body = envelope(
+        "apiextensions.k8s.io/v1",
+        "CustomResourceDefinition",
+        definition.encode_to_vec(),
+    );
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let created = watchkeeper_testkit::request(
+        addr,
+        "POST",
+        crds,
+        &[("content-type", protobuf), ("accept", protobuf)],
+        &body,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        (created.status, created.header("content-type")),
+        (201, Some(protobuf)),
+        "{}",
+        String::from_utf8_lossy(&created.body)
+    );
+    let unknown = Unknown::decode(&created.body[4..]).expect("a runtime.Unknown");
+    let type_meta = unknown.type_meta.unwrap();
+    assert_eq!(
+        (type_meta.api_version.as_deref(), type_meta.kind.as_deref()),
+        (
+            Some("apiextensions.k8s.io/v1"),
+            Some("CustomResourceDefinition")
+        )
+    );
+    let answered = ext::CustomResourceDefinition::decode(unknown.raw.unwrap().as_slice()).unwrap();
+    let version = &answered.spec.as_ref().unwrap().versions[0];
+    let schema = version
+        .schema
+        .as_ref()
+        .unwrap()
+        .open_apiv3_schema
+        .as_ref()
+        .unwrap();
+    assert_eq!(
+        schema.properties["spec"].properties["size"].maximum,
+        Some(10.0)
+    );
+    assert_eq!(
+        schema.properties["spec"].properties["labels"]
+            .additional_properties
+            .as_ref()
+            .unwrap()
+            .schema
+            .as_ref()
+            .unwrap()
+            .description
+            .as_deref(),
+        Some("a value")
+    );
+    assert!(version.subresources.as_ref().unwrap().status.is_some());
+
+    // The same object in JSON, as a JSON client would have written it.
+    let (_, stored) = get_json(addr, &format!("{crds}/gadgets.example.com")).await;
+    let spec = &stored["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+    assert_eq!(
+        spec["properties"]["size"],
+        json!({"type": "integer", "maximum": 10, "minimum": 0.5, "default": 3}),
+        "{stored}"
+    );
+    assert_eq!(spec["properties"]["color"]["enum"], json!(["red", "blue"]));
+    assert_eq!(
+        spec["properties"]["tags"],
+        json!({"type": "array", "items": {"type": "string", "description": "a tag"},
+            "x-kubernetes-list-type": "set"})
+    );
+    assert_eq!(
+        spec["properties"]["labels"]["additionalProperties"],
+        json!({"type": "string", "description": "a value"})
+    );
+    assert_eq!(
+        spec["x-kubernetes-validations"],
+        json!([{"rule": "self.size != 7", "message": "seven is not a size"}])
+    );
+    assert_eq!(
+        stored["spec"]["versions"][0]["subresources"],
+        json!({"status": {}})
+    );
+
+    // Read back in protobuf: one object, and the list.
+    let got = watchkeeper_testkit::request(
+        addr,
+        "GET",
+        &format!("{crds}/gadgets.example.com"),
+        &[("accept", protobuf)],
+        b"",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        (got.status, got.header("content-type")),
+        (200, Some(protobuf))
+    );
+    let decoded = watchkeeper_api::protobuf::decode_response(&got.body).unwrap();
+    assert_eq!(decoded["spec"], stored["spec"]);
+    let listed = watchkeeper_testkit::request(addr, "GET", crds, &[("accept", protobuf)], b"")
+        .await
+        .unwrap();
+    assert_eq!(
+        (listed.status, listed.header("content-type")),
+        (200, Some(protobuf))
+    );
+    let unknown = Unknown::decode(&listed.body[4..]).unwrap();
+    let list = ext::CustomResourceDefinitionList::decode(unknown.raw.unwrap().as_slice()).unwrap();
+    assert!(
+        list.items
+            .iter()
+            .any(|item| item.metadata.as_ref().unwrap().name.as_deref()
+                == Some("gadgets.example.com")),
+        "{list:?}"
+    );
+
+    // The schema acts (served once the definition is written): the default, the maximum and
+    // the rule sent in protobuf.
+    let gadgets = "/apis/example.com/v1/namespaces/default/gadgets";
+    let gadget = |name: &str, spec: Value| {
+        json!({"apiVersion": "example.com/v1", "kind": "Gadget",
+            "metadata": {"name": name}, "spec": spec})
+    };
+    let (code, body) =
+        send_json(addr, "POST", gadgets, &gadget("a", json!({"color": "red"}))).await;
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(body["spec"]["size"], 3, "{body}");
+    let (code, body) = send_json(addr, "POST", gadgets, &gadget("b", json!({"size": 11}))).await;
+    assert_eq!(code, 422, "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains(
+            "spec.size: Invalid value: 11: spec.size in body should be less than or equal to 10"
+        ),
+        "{body}"
+    );
+    let (code, body) = send_json(addr, "POST", gadgets, &gadget("c", json!({"size": 7}))).await;
+    assert_eq!(code, 422, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("seven is not a size"),
+        "{body}"
+    );
+    let (code, body) = send_json(
+        addr,
+        "POST",
+        gadgets,
+        &gadget("d", json!({"color": "green"})),
+    )
+    .await;
+    assert_eq!(code, 422, "{body}");
+    server.shutdown().await;
+}
+
+/// Reads a protobuf watch until it has `count` frames, decoded with k8s-pb's generated types:
+/// each frame's `WatchEvent` type and its object's envelope (`typeMeta`, `raw`).
+async fn protobuf_frames_pb(
+    watch: &mut watchkeeper_testkit::RawWatch,
+    count: usize,
+) -> Vec<(String, String, String, Vec<u8>)> {
+    use k8s_pb::apimachinery::pkg::apis::meta::v1::WatchEvent;
+    use k8s_pb::apimachinery::pkg::runtime::Unknown;
+    use prost::Message;
+    let mut received = Vec::new();
+    let mut frames = Vec::new();
+    while frames.len() < count {
+        received.extend(watch.take_bytes());
+        while received.len() >= 4 {
+            let len = u32::from_be_bytes(received[..4].try_into().unwrap()) as usize;
+            if received.len() < 4 + len {
+                break;
+            }
+            let event = WatchEvent::decode(&received[4..4 + len]).expect("a WatchEvent");
+            received.drain(..4 + len);
+            let raw = event.object.and_then(|o| o.raw).expect("an object");
+            assert_eq!(&raw[..4], b"k8s\0");
+            let unknown = Unknown::decode(&raw[4..]).expect("a runtime.Unknown");
+            let type_meta = unknown.type_meta.unwrap_or_default();
+            frames.push((
+                event.r#type.unwrap_or_default(),
+                type_meta.api_version.unwrap_or_default(),
+                type_meta.kind.unwrap_or_default(),
+                unknown.raw.unwrap_or_default(),
+            ));
+        }
+        if frames.len() < count {
+            tokio::time::timeout(HANG_GUARD, watch.read_some())
+                .await
+                .expect("hang guard")
+                .unwrap();
+        }
+    }
+    frames
+}
+
+/// Object metadata in protobuf, as client-go's metadata client asks for it (kube-controller-
+/// manager's garbage collector, namespace and quota controllers): protobuf first, JSON to fall
+/// back on. kube-apiserver answers protobuf for every resource, custom ones included; this
+/// server answered JSON. LIST, GET and WATCH of a built-in kind and of a custom resource,
+/// decoded with k8s-pb's generated types, carry the metadata the JSON answers carry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn object_metadata_is_answered_in_protobuf_for_every_resource() {
+    use k8s_pb::apimachinery::pkg::apis::meta::v1::{
+        ObjectMeta, PartialObjectMetadata, PartialObjectMetadataList,
+    };
+    use k8s_pb::apimachinery::pkg::runtime::Unknown;
+    use prost::Message;
+    let server = server().await;
+    let addr = server.addr;
+    let protobuf = "application/vnd.kubernetes.protobuf";
+    let list_accept = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+    let object_accept = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let (status, _) = send_json(addr, "POST", crds, &widget_definition()).await;
+    assert_eq!(status, 201);
+    let configmaps = "/api/v1/namespaces/default/configmaps";
+    let widgets = "/apis/example.com/v1/namespaces/default/widgets";
+    let envelope = |body: &[u8]| {
+        assert_eq!(&body[..4], b"k8s\0");
+        let unknown = Unknown::decode(&body[4..]).unwrap();
+        let type_meta = unknown.type_meta.unwrap();
+        (
+            type_meta.api_version.unwrap_or_default(),
+            type_meta.kind.unwrap_or_default(),
+            unknown.raw.unwrap_or_default(),
+        )
+    };
+    let same = |pb: &ObjectMeta, json: &Value| {
+        assert_eq!(pb.name.as_deref(), json["name"].as_str());
+        assert_eq!(pb.namespace.as_deref(), json["namespace"].as_str());
+        assert_eq!(pb.uid.as_deref(), json["uid"].as_str());
+        assert_eq!(
+            pb.resource_version.as_deref(),
+            json["resourceVersion"].as_str()
+        );
+        assert_eq!(
+            pb.labels.get("app").map(String::as_str),
+            json["labels"]["app"].as_str()
+        );
+        assert_eq!(
+            pb.managed_fields.len(),
+            json["managedFields"].as_array().map_or(0, Vec::len)
+        );
+    };
+    for (path, object) in [
+        (
+            configmaps,
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "a", "labels": {"app": "x"}}, "data": {"k": "v"}}),
+        ),
+        (
+            widgets,
+            json!({"apiVersion": "example.com/v1", "kind": "Widget",
+                "metadata": {"name": "a", "labels": {"app": "x"}}, "spec": {"size": 1}}),
+        ),
+    ] {
+        let (code, body) = send_json(addr, "POST", path, &object).await;
+        assert_eq!(code, 201, "{body}");
+        let (_, json) = get_json(addr, &format!("{path}/a")).await;
+        let rv = json["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+
+        let listed =
+            watchkeeper_testkit::request(addr, "GET", path, &[("accept", list_accept)], b"")
+                .await
+                .unwrap();
+        assert_eq!(
+            (listed.status, listed.header("content-type")),
+            (200, Some(protobuf)),
+            "{path}"
+        );
+        let (api_version, kind, raw) = envelope(&listed.body);
+        assert_eq!(
+            (api_version.as_str(), kind.as_str()),
+            ("meta.k8s.io/v1", "PartialObjectMetadataList")
+        );
+        let list = PartialObjectMetadataList::decode(raw.as_slice()).unwrap();
+        assert!(list.metadata.unwrap().resource_version.is_some());
+        assert_eq!(list.items.len(), 1, "{path}");
+        same(list.items[0].metadata.as_ref().unwrap(), &json["metadata"]);
+
+        let got = watchkeeper_testkit::request(
+            addr,
+            "GET",
+            &format!("{path}/a"),
+            &[("accept", object_accept)],
+            b"",
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            (got.status, got.header("content-type")),
+            (200, Some(protobuf)),
+            "{path}"
+        );
+        let (api_version, kind, raw) = envelope(&got.body);
+        assert_eq!(
+            (api_version.as_str(), kind.as_str()),
+            ("meta.k8s.io/v1", "PartialObjectMetadata")
+        );
+        same(
+            PartialObjectMetadata::decode(raw.as_slice())
+                .unwrap()
+                .metadata
+                .as_ref()
+                .unwrap(),
+            &json["metadata"],
+        );
+
+        // A watch from the object's version: a change, a deletion, a bookmark.
+        let mut watch = watchkeeper_testkit::RawWatch::open(
+            addr,
+            &format!("{path}?watch=true&resourceVersion={rv}&allowWatchBookmarks=true"),
+            None,
+            &[("accept", object_accept)],
+        )
+        .await
+        .unwrap();
+        let patched = merge_patch(
+            addr,
+            &format!("{path}/a"),
+            r#"{"metadata": {"labels": {"app": "y"}}}"#,
+        )
+        .await;
+        let (code, _) = send_json(addr, "DELETE", &format!("{path}/a"), &json!({})).await;
+        assert_eq!(code, 200);
+        let frames = protobuf_frames_pb(&mut watch, 2).await;
+        for (event_type, api_version, kind, _) in &frames {
+            assert_eq!(
+                (api_version.as_str(), kind.as_str()),
+                ("meta.k8s.io/v1", "PartialObjectMetadata"),
+                "{event_type}"
+            );
+        }
+        assert_eq!(frames[0].0, "MODIFIED");
+        let modified = PartialObjectMetadata::decode(frames[0].3.as_slice()).unwrap();
+        same(modified.metadata.as_ref().unwrap(), &patched["metadata"]);
+        assert_eq!(frames[1].0, "DELETED");
+        let deleted = PartialObjectMetadata::decode(frames[1].3.as_slice()).unwrap();
+        let deleted = deleted.metadata.unwrap();
+        assert_eq!(deleted.name.as_deref(), Some("a"));
+        assert_ne!(
+            deleted.resource_version.as_deref(),
+            patched["metadata"]["resourceVersion"].as_str()
+        );
+    }
+    // A Table is still JSON; a custom resource's own objects still never protobuf.
+    let table = watchkeeper_testkit::request(
+        addr,
+        "GET",
+        widgets,
+        &[("accept", "application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1, application/json;as=Table;g=meta.k8s.io;v=v1")],
+        b"",
+    )
+    .await
+    .unwrap();
+    assert_eq!(table.header("content-type"), Some("application/json"));
+    assert_eq!(table.json()["kind"], "Table");
     server.shutdown().await;
 }

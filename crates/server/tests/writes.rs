@@ -2110,3 +2110,178 @@ async fn a_write_that_leaves_the_object_without_its_name_is_kube_s_400() {
     assert_eq!(rv(&now), rv(&stored), "nothing was written");
     server.shutdown().await;
 }
+
+/// The subresources whose handlers read JSON take client-go's protobuf bodies too, encoded
+/// here by k8s-pb's generated types: a scheduler's `Binding` (kube-scheduler's clients speak
+/// protobuf), an `Eviction`, and the scale client's `autoscaling/v1` `Scale` on a Deployment
+/// and a ReplicationController (kube-controller-manager's autoscaler). They were refused 400
+/// (`couldn't get version/kind; json parse error`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subresources_take_protobuf_bodies_as_typed_clients_send_them() {
+    use k8s_pb::api::autoscaling::v1::{Scale, ScaleSpec};
+    use k8s_pb::api::core::v1::{Binding, ObjectReference};
+    use k8s_pb::api::policy::v1::Eviction;
+    use k8s_pb::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use k8s_pb::apimachinery::pkg::runtime::{TypeMeta, Unknown};
+    use prost::Message;
+    let server = common::server().await;
+    let addr = server.addr;
+    let envelope = |api_version: &str, kind: &str, raw: Vec<u8>| {
+        let unknown = Unknown {
+            type_meta: Some(TypeMeta {
+                api_version: Some(api_version.to_owned()),
+                kind: Some(kind.to_owned()),
+            }),
+            raw: Some(raw),
+            content_encoding: Some(String::new()),
+            content_type: Some(String::new()),
+        };
+        [b"k8s\0".as_slice(), &unknown.encode_to_vec()].concat()
+    };
+    let send = |method: &'static str, path: String, body: Vec<u8>| async move {
+        let got = watchkeeper_testkit::request(
+            addr,
+            method,
+            &path,
+            &[
+                ("content-type", "application/vnd.kubernetes.protobuf"),
+                ("accept", "application/json"),
+            ],
+            &body,
+        )
+        .await
+        .unwrap();
+        (got.status, String::from_utf8_lossy(&got.body).into_owned())
+    };
+    let meta = |name: &str| ObjectMeta {
+        name: Some(name.to_owned()),
+        namespace: Some("default".to_owned()),
+        ..Default::default()
+    };
+
+    create_pod(addr, "pb1").await;
+    let binding = Binding {
+        metadata: Some(meta("pb1")),
+        target: Some(ObjectReference {
+            kind: Some("Node".to_owned()),
+            name: Some("n1".to_owned()),
+            ..Default::default()
+        }),
+    };
+    let body = envelope("v1", "Binding", binding.encode_to_vec());
+    let (status, answer) = send("POST", format!("{PODS}/pb1/binding"), body).await;
+    assert_eq!(status, 201, "{answer}");
+    let (_, pod) = get_json(addr, &format!("{PODS}/pb1")).await;
+    assert_eq!(pod["spec"]["nodeName"], "n1");
+
+    create_pod(addr, "pb2").await;
+    let eviction = Eviction {
+        metadata: Some(meta("pb2")),
+        delete_options: None,
+    };
+    let body = envelope("policy/v1", "Eviction", eviction.encode_to_vec());
+    let (status, answer) = send("POST", format!("{PODS}/pb2/eviction"), body).await;
+    assert_eq!(status, 201, "{answer}");
+    let (_, pod) = get_json(addr, &format!("{PODS}/pb2")).await;
+    assert!(
+        pod["metadata"]["deletionTimestamp"].is_string() || pod["code"] == 404,
+        "{pod}"
+    );
+
+    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"a": "b"}},
+            "template": {"metadata": {"labels": {"a": "b"}},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}});
+    let deployments = "/apis/apps/v1/namespaces/default/deployments";
+    let (status, _) = send_json(addr, "POST", deployments, &deployment).await;
+    assert_eq!(status, 201);
+    let rc = json!({"apiVersion": "v1", "kind": "ReplicationController", "metadata": {"name": "r"},
+        "spec": {"replicas": 1, "selector": {"a": "b"},
+            "template": {"metadata": {"labels": {"a": "b"}},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}});
+    let rcs = "/api/v1/namespaces/default/replicationcontrollers";
+    let (status, _) = send_json(addr, "POST", rcs, &rc).await;
+    assert_eq!(status, 201);
+    for (parent, replicas) in [(format!("{deployments}/d"), 3), (format!("{rcs}/r"), 4)] {
+        let scale = Scale {
+            metadata: Some(meta(parent.rsplit('/').next().unwrap())),
+            spec: Some(ScaleSpec {
+                replicas: Some(replicas),
+            }),
+            status: None,
+        };
+        let body = envelope("autoscaling/v1", "Scale", scale.encode_to_vec());
+        let (status, answer) = send("PUT", format!("{parent}/scale"), body).await;
+        assert_eq!(status, 200, "{answer}");
+        let (_, stored) = get_json(addr, &parent).await;
+        assert_eq!(stored["spec"]["replicas"], replicas, "{stored}");
+        // A malformed body is kube's 400, and nothing is written.
+        let (status, answer) = send("PUT", format!("{parent}/scale"), b"k8s\0\x0a".to_vec()).await;
+        assert_eq!(status, 400, "{answer}");
+        let (_, again) = get_json(addr, &parent).await;
+        assert_eq!(rv(&again), rv(&stored));
+    }
+    server.shutdown().await;
+}
+
+/// A Namespace's main endpoint and `finalize` keep its stored status, as kube-apiserver's
+/// `namespaceStrategy` and `namespaceFinalizeStrategy` do: `kubectl replace` of a manifest
+/// without a status is taken (it was a 422 `status.Phase: Invalid value: ""`), and a phase in
+/// the body is not taken; only `/status` changes the phase, under its rule.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_keeps_its_status_but_through_its_status_endpoint() {
+    let server = common::server().await;
+    let addr = server.addr;
+    let namespaces = "/api/v1/namespaces";
+    let (status, _) = send_json(
+        addr,
+        "POST",
+        namespaces,
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "keep"}}),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let replaced = written(
+        addr,
+        "PUT",
+        &format!("{namespaces}/keep"),
+        &json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": "keep", "labels": {"team": "a"}}}),
+    )
+    .await;
+    assert_eq!(replaced["status"], json!({"phase": "Active"}), "{replaced}");
+    assert_eq!(replaced["metadata"]["labels"]["team"], "a");
+    let terminating = written(
+        addr,
+        "PUT",
+        &format!("{namespaces}/keep"),
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "keep"},
+            "status": {"phase": "Terminating"}}),
+    )
+    .await;
+    assert_eq!(terminating["status"], json!({"phase": "Active"}));
+    let finalized = written(
+        addr,
+        "PUT",
+        &format!("{namespaces}/keep/finalize"),
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "keep"},
+            "spec": {"finalizers": []}, "status": {"phase": "Terminating"}}),
+    )
+    .await;
+    assert_eq!(finalized["status"], json!({"phase": "Active"}));
+    assert_eq!(finalized["spec"], json!({}), "{finalized}");
+    let (status, refused) = send_json(
+        addr,
+        "PUT",
+        &format!("{namespaces}/keep/status"),
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "keep"},
+            "status": {"phase": "Terminating"}}),
+    )
+    .await;
+    assert_eq!(status, 422, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "Namespace \"keep\" is invalid: status.Phase: Invalid value: \"Terminating\": may only be 'Active' if `deletionTimestamp` is empty"
+    );
+    server.shutdown().await;
+}

@@ -13,12 +13,12 @@
 //! - An update that changes `status.phase` gets `ValidateNamespaceStatusUpdate`'s rule, at
 //!   kube's path `status.Phase`: `Active` without a `deletionTimestamp`, `Terminating` with one.
 //!
+//! - The main endpoint and `finalize` keep the stored status (kube's `namespaceStrategy` and
+//!   `namespaceFinalizeStrategy`, applied by the write path), so only a `/status` write
+//!   changes the phase and meets the rule; `Active` on a namespace being deleted is let
+//!   through (a status without a phase is defaulted to it, `SetDefaults_NamespaceStatus`).
+//!
 //! ## How it differs from kube
-//! - kube checks the phase on `/status` writes only (its main endpoint keeps the stored
-//!   status); this server keeps a status the client sends on either endpoint, and checks the
-//!   phase whenever a write changes it, but for `Active` on a namespace being deleted: a
-//!   write without a status gets that phase by default (`SetDefaults_NamespaceStatus`), and
-//!   kube's main endpoint would keep the stored one.
 //! - The object's metadata is validated by the write path (`meta`), not here.
 
 use serde_json::Value;

@@ -7,8 +7,9 @@
 use serde_json::{Map, Value};
 
 use super::{
-    Bool, Bytes, FieldsV1, Inline, Int32, Int64, IntOrString, MapBytes, MapQuantity, MapStr,
-    MapStrList, MapTime, Message, MicroTime, Msg, Quantity, RawExtension, Str, Time, Ty, schema_of,
+    Bool, Bytes, Double, FieldsV1, Inline, Int32, Int64, IntOrString, Json, MapBytes, MapMsg,
+    MapQuantity, MapStr, MapStrList, MapTime, MapUnion, Message, MicroTime, Msg, Quantity,
+    RawExtension, Str, Time, Ty, Union, schema_of,
 };
 use crate::resources::builtin_resources;
 
@@ -119,6 +120,20 @@ impl<'a> Check<'a> {
             Quantity => leaf == Some("Quantity"),
             FieldsV1 => leaf == Some("FieldsV1"),
             RawExtension => leaf == Some("RawExtension"),
+            Double => kind == Some("number") && format == Some("double"),
+            Json => leaf == Some("JSON"),
+            Union(union, _) => leaf == Some(short(union.name)),
+            MapMsg(inner) => match map_of(self) {
+                Some((value, _)) if value.get("properties").is_some() => {
+                    let values = values.unwrap_or(&Value::Null);
+                    self.message(inner, values, false);
+                    true
+                }
+                _ => false,
+            },
+            MapUnion(union, _) => {
+                map_of(self).and_then(|(_, name)| name).map(short) == Some(short(union.name))
+            }
             MapStr | MapBytes | MapQuantity | MapTime | MapStrList => match map_of(self) {
                 Some((value, value_name)) => {
                     let value_kind = value.get("type").and_then(Value::as_str);
@@ -141,7 +156,11 @@ impl<'a> Check<'a> {
                 None => false,
             },
             Msg(inner) => {
-                if node.get("properties").is_some() {
+                // An empty Go struct (`CustomResourceSubresourceStatus`) is an object
+                // without properties.
+                if node.get("properties").is_some()
+                    || (inner.fields.is_empty() && kind == Some("object"))
+                {
                     self.message(inner, schema, false);
                     true
                 } else {
@@ -174,6 +193,11 @@ fn describe(ty: Ty) -> String {
         Quantity => "Quantity".into(),
         FieldsV1 => "FieldsV1".into(),
         RawExtension => "RawExtension".into(),
+        Double => "double".into(),
+        Json => "JSON".into(),
+        Union(union, _) => format!("union {}", union.name),
+        MapMsg(message) => format!("map<string, {}>", message.name),
+        MapUnion(union, _) => format!("map<string, {}>", union.name),
         MapStr => "map<string, string>".into(),
         MapBytes => "map<string, bytes>".into(),
         MapQuantity => "map<string, Quantity>".into(),
@@ -186,7 +210,10 @@ fn describe(ty: Ty) -> String {
 fn every_served_builtin_kind_has_a_protobuf_schema_that_matches_its_openapi_schema() {
     let mut checked = Vec::new();
     let mut mismatches = Vec::new();
-    for def in builtin_resources() {
+    for def in builtin_resources()
+        .into_iter()
+        .chain([crate::crd::definition()])
+    {
         let Some(message) = schema_of(&def.api_version(), &def.kind) else {
             mismatches.push(format!(
                 "{} ({}): no protobuf schema",
@@ -195,7 +222,9 @@ fn every_served_builtin_kind_has_a_protobuf_schema_that_matches_its_openapi_sche
             ));
             continue;
         };
-        let Some((definitions, root)) = crate::schema::definitions_of(&def) else {
+        let Some((definitions, root)) = crate::schema::definitions_of(&def)
+            .or_else(|| crate::schema::documented_definitions_of(&def))
+        else {
             continue;
         };
         let root = Value::String(format!("#/definitions/{root}"));
@@ -213,4 +242,8 @@ fn every_served_builtin_kind_has_a_protobuf_schema_that_matches_its_openapi_sche
     // The kinds whose OpenAPI schema the server has are all compared.
     assert!(checked.len() >= 30, "{checked:?}");
     assert!(checked.contains(&"Pod".to_owned()), "{checked:?}");
+    assert!(
+        checked.contains(&"CustomResourceDefinition".to_owned()),
+        "{checked:?}"
+    );
 }

@@ -24,9 +24,9 @@ use super::tables::{
     META_V1_STATUS as STATUS,
 };
 use super::{
-    Bool, Bytes as BytesTy, Field, FieldsV1, Inline, Int32, Int64, IntOrString, MapBytes,
-    MapQuantity, MapStr, MapStrList, MapTime, Message, MicroTime, Msg, PROTOBUF_MAGIC, Quantity,
-    RawExtension, Str, Time, schema_of,
+    Bool, Bytes as BytesTy, Double, Field, FieldsV1, Inline, Int32, Int64, IntOrString, Json,
+    MapBytes, MapMsg, MapQuantity, MapStr, MapStrList, MapTime, MapUnion, Message, MicroTime, Msg,
+    PROTOBUF_MAGIC, Quantity, RawExtension, SchemaOr, Str, Time, Union, schema_of,
 };
 use crate::error::ApiError;
 
@@ -92,7 +92,13 @@ pub(super) fn is_object_kind(message: &Message) -> bool {
         .is_some_and(|field| field.number == 1 && field.name == "metadata")
 }
 
+/// One message's bytes, on a stack with room for it (a stored CustomResourceDefinition's
+/// schemas nest as deep as a body may: `core::stack`).
 fn encode_message(message: &'static Message, object: &Map<String, Value>) -> Result<Vec<u8>> {
+    watchkeeper_core::stack::grow(|| encode_message_level(message, object))
+}
+
+fn encode_message_level(message: &'static Message, object: &Map<String, Value>) -> Result<Vec<u8>> {
     // An object inside another (a StatefulSet's `volumeClaimTemplates`) may carry `apiVersion`
     // and `kind`; Go's protobuf has no place for them and drops them, as here.
     let type_meta = |key: &str| is_object_kind(message) && matches!(key, "apiVersion" | "kind");
@@ -191,7 +197,7 @@ fn encode_value(message: &Message, field: &Field, value: &Value, out: &mut Vec<u
             put_delimited(out, number, &encode_message(inner, object)?);
         }
         Inline(_) => unreachable!("inline messages are written by encode_fields"),
-        MapStr | MapBytes | MapQuantity | MapTime | MapStrList => {
+        MapStr | MapBytes | MapQuantity | MapTime | MapStrList | MapMsg(_) | MapUnion(..) => {
             let Value::Object(map) = value else {
                 return fail(message, field.name, "is not an object");
             };
@@ -201,6 +207,12 @@ fn encode_value(message: &Message, field: &Field, value: &Value, out: &mut Vec<u
                 let entry_value = match (&map[key], field.ty) {
                     // A Go zero value (a nil slice, a zero time): the entry has no value.
                     (Value::Null, MapTime | MapStrList) => None,
+                    // A Go zero struct: an empty message.
+                    (Value::Null, MapMsg(_) | MapUnion(..)) => Some(Vec::new()),
+                    (Value::Object(object), MapMsg(inner)) => Some(encode_message(inner, object)?),
+                    (value, MapUnion(inner, union)) => {
+                        Some(encode_union(message, field, inner, union, value)?)
+                    }
                     (Value::String(text), MapStr) => Some(text.as_bytes().to_vec()),
                     (Value::String(text), MapBytes) => match unbase64(text) {
                         Some(bytes) => Some(bytes),
@@ -277,8 +289,94 @@ fn encode_value(message: &Message, field: &Field, value: &Value, out: &mut Vec<u
             put_delimited(&mut inner, 1, &raw);
             put_delimited(out, number, &inner);
         }
+        Json => {
+            // `JSON.UnmarshalJSON` keeps no bytes for `null` (an `enum` item), and gogo
+            // writes no `raw` then.
+            let mut inner = Vec::new();
+            if !value.is_null() {
+                put_delimited(
+                    &mut inner,
+                    1,
+                    &serde_json::to_vec(value).unwrap_or_default(),
+                );
+            }
+            put_delimited(out, number, &inner);
+        }
+        Double => {
+            let Some(float) = value.as_f64() else {
+                return fail(message, field.name, "is not a number");
+            };
+            put_tag(out, number, 1);
+            out.extend_from_slice(&float.to_le_bytes());
+        }
+        Union(inner, union) => {
+            let bytes = encode_union(message, field, inner, union, value)?;
+            put_delimited(out, number, &bytes);
+        }
     }
     Ok(())
+}
+
+/// A `JSONSchemaPropsOr…` message from its JSON, as its Go `UnmarshalJSON` reads it and gogo
+/// writes the result: the schema's field, the array's items, the boolean (`allows`, always
+/// written; `true` beside a schema).
+fn encode_union(
+    message: &Message,
+    field: &Field,
+    inner: &'static Message,
+    union: SchemaOr,
+    value: &Value,
+) -> Result<Vec<u8>> {
+    let schema_number = if union == SchemaOr::Bool { 2 } else { 1 };
+    let schema = inner
+        .fields
+        .iter()
+        .find(|f| f.number == schema_number)
+        .and_then(|f| match f.ty {
+            Msg(schema) => Some(schema),
+            _ => None,
+        });
+    let Some(schema) = schema else {
+        return fail(message, field.name, "has a union without a schema field");
+    };
+    let mut out = Vec::new();
+    match (union, value) {
+        (SchemaOr::Bool, Value::Bool(allows)) => {
+            put_tag(&mut out, 1, 0);
+            out.push(u8::from(*allows));
+        }
+        (SchemaOr::Bool, Value::Object(object)) => {
+            put_tag(&mut out, 1, 0);
+            out.push(1);
+            put_delimited(&mut out, 2, &encode_message(schema, object)?);
+        }
+        (SchemaOr::Bool, Value::Null) => {
+            put_tag(&mut out, 1, 0);
+            out.push(0);
+        }
+        (SchemaOr::Array | SchemaOr::StringArray, Value::Object(object)) => {
+            put_delimited(&mut out, 1, &encode_message(schema, object)?);
+        }
+        (SchemaOr::Array, Value::Array(items)) => {
+            for item in items {
+                let Value::Object(object) = item else {
+                    return fail(message, field.name, "has an item that is not an object");
+                };
+                put_delimited(&mut out, 2, &encode_message(schema, object)?);
+            }
+        }
+        (SchemaOr::StringArray, Value::Array(items)) => {
+            for item in items {
+                let Value::String(text) = item else {
+                    return fail(message, field.name, "has an item that is not a string");
+                };
+                put_delimited(&mut out, 2, text.as_bytes());
+            }
+        }
+        (SchemaOr::Array | SchemaOr::StringArray, Value::Null) => {}
+        _ => return fail(message, field.name, "has a value of the wrong type"),
+    }
+    Ok(out)
 }
 
 /// A `metav1.Time` or `MicroTime` message as gogo writes it: both fields, always.
@@ -516,6 +614,35 @@ fn encode_body(value: &Value) -> Result<Vec<u8>> {
         }
     };
     Ok(envelope(api_version, kind, &raw))
+}
+
+/// The `meta.k8s.io/v1` `PartialObjectMetadata` message {1 `metadata`} of an object whose
+/// whole message is `object_message`: an object kind's message has its `metadata` as field 1,
+/// written first ([`is_object_kind`]; the tables are in field order), so it is that field, a
+/// slice of the same bytes (shared, not copied). Empty when the object has no metadata.
+#[must_use]
+pub fn metadata_prefix(object_message: &Bytes) -> Bytes {
+    let mut reader = super::Reader::new(object_message);
+    if object_message.first() != Some(&0x0a) {
+        return Bytes::new();
+    }
+    reader.position = 1;
+    match reader.delimited(&PARTIAL_OBJECT_METADATA) {
+        Ok(_) => object_message.slice(..reader.position),
+        Err(_) => Bytes::new(),
+    }
+}
+
+/// The `PartialObjectMetadata` message of a `PartialObjectMetadata` JSON body (the object's
+/// metadata encoding), for an object without a message of its own to take it from (a custom
+/// resource's); `None` when its metadata has a field outside `ObjectMeta`.
+#[must_use]
+pub fn metadata_message_of_json(partial: &[u8]) -> Option<Bytes> {
+    let value: Value = serde_json::from_slice(partial).ok()?;
+    let map = value.as_object()?;
+    encode_message(&PARTIAL_OBJECT_METADATA, &without_type_meta(map))
+        .ok()
+        .map(Bytes::from)
 }
 
 /// The framing of one resource's protobuf watch frames: its envelope's `typeMeta`, encoded
@@ -827,6 +954,52 @@ mod tests {
                 MicroTime => json!(crate::time::rfc3339_micro_from_unix(
                     1 + self.below(4_000_000_000_000_000) as i64
                 )),
+                #[allow(clippy::cast_precision_loss)]
+                Double => {
+                    if self.below(2) == 0 {
+                        json!(self.below(1000))
+                    } else {
+                        json!(0.25 + self.below(1000) as f64)
+                    }
+                }
+                Json => match self.below(4) {
+                    0 => json!({"a": [1, self.text()], "b": {"c": null}}),
+                    1 => json!(self.text()),
+                    2 => json!(self.below(100)),
+                    _ => json!([true, 2.5]),
+                },
+                Union(inner, union) => self.union(inner, union, depth),
+                MapMsg(inner) => {
+                    let mut object = Map::new();
+                    if depth < 10 {
+                        self.object(inner, depth + 1, &mut object);
+                    }
+                    json!({self.text(): object, "z": {}})
+                }
+                MapUnion(inner, union) => {
+                    json!({self.text(): self.union(inner, union, depth), "n": null})
+                }
+            }
+        }
+        fn union(&mut self, inner: &'static Message, union: super::SchemaOr, depth: u32) -> Value {
+            // The schema: field 1, or 2 in an `OrBool`.
+            let schema = inner
+                .fields
+                .iter()
+                .find_map(|f| match f.ty {
+                    Msg(schema) => Some(schema),
+                    _ => None,
+                })
+                .unwrap();
+            let mut object = Map::new();
+            if depth < 10 {
+                self.object(schema, depth + 1, &mut object);
+            }
+            match (union, self.below(2)) {
+                (_, 0) => Value::Object(object),
+                (super::SchemaOr::Bool, _) => json!(self.below(2) == 0),
+                (super::SchemaOr::Array, _) => json!([object, {}]),
+                (super::SchemaOr::StringArray, _) => json!([self.text(), ""]),
             }
         }
     }

@@ -123,6 +123,7 @@ fn display_name(message: &str) -> String {
     format!(
         "io.k8s.{}",
         name.replace("kube_aggregator", "kube-aggregator")
+            .replace("apiextensions_apiserver", "apiextensions-apiserver")
     )
 }
 
@@ -152,6 +153,19 @@ fn static_name(message: &str) -> String {
 
 const META: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.";
 
+const APIEXTENSIONS: &str = "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.";
+
+/// apiextensions' messages with a JSON form of their own (their Go `MarshalJSON`), by the
+/// codec's name for that form.
+fn union_of(message: &str) -> Option<&'static str> {
+    Some(match message.strip_prefix(APIEXTENSIONS)? {
+        "JSONSchemaPropsOrArray" => "SchemaOr::Array",
+        "JSONSchemaPropsOrBool" => "SchemaOr::Bool",
+        "JSONSchemaPropsOrStringArray" => "SchemaOr::StringArray",
+        _ => return None,
+    })
+}
+
 /// The codec's type of a schema type, and whether Go renders it as a struct.
 fn rust_type(schema: &Schema, owner: &str, ty: &str) -> Result<(String, bool), String> {
     let leaf = |name: &str| -> Option<&str> {
@@ -169,6 +183,16 @@ fn rust_type(schema: &Schema, owner: &str, ty: &str) -> Result<(String, bool), S
             "k8s.io.apimachinery.pkg.api.resource.Quantity" => "MapQuantity",
             _ if leaf(map) == Some("Time") => "MapTime",
             _ if schema.lists.get(map).is_some_and(|item| item == "string") => "MapStrList",
+            _ if schema.messages.contains_key(map) => {
+                let table = static_name(map);
+                return Ok((
+                    match union_of(map) {
+                        Some(union) => format!("MapUnion(&{table}, {union})"),
+                        None => format!("MapMsg(&{table})"),
+                    },
+                    false,
+                ));
+            }
             _ => return Err(format!("{owner}: a map of {map} is not supported")),
         };
         return Ok((rust.to_owned(), false));
@@ -187,6 +211,11 @@ fn rust_type(schema: &Schema, owner: &str, ty: &str) -> Result<(String, bool), S
             "k8s.io.apimachinery.pkg.util.intstr.IntOrString" => ("IntOrString".to_owned(), true),
             "k8s.io.apimachinery.pkg.api.resource.Quantity" => ("Quantity".to_owned(), true),
             "k8s.io.apimachinery.pkg.runtime.RawExtension" => ("RawExtension".to_owned(), true),
+            _ if inner.strip_prefix(APIEXTENSIONS) == Some("JSON") => ("Json".to_owned(), true),
+            _ if schema.messages.contains_key(inner) && union_of(inner).is_some() => {
+                let union = union_of(inner).unwrap_or_default();
+                (format!("Union(&{}, {union})", static_name(inner)), true)
+            }
             _ if schema.messages.contains_key(inner) => {
                 (format!("Msg(&{})", static_name(inner)), true)
             }
@@ -199,6 +228,7 @@ fn rust_type(schema: &Schema, owner: &str, ty: &str) -> Result<(String, bool), S
         "int64" => "Int64",
         "bool" => "Bool",
         "bytes" => "Bytes",
+        "double" => "Double",
         _ => return Err(format!("{owner}: type {ty} is not supported")),
     };
     Ok((rust.to_owned(), false))
@@ -214,8 +244,8 @@ fn generate(schema: &Schema) -> Result<String, String> {
          //! One static per protobuf message, one constructor per Go field's shape: `f` a value\n\
          //! with `omitempty`, `k` a value without, `p` a pointer with `omitempty`, `n` a pointer\n\
          //! without, `r` a slice with `omitempty`, `l` a slice without.\n\n\
-         use super::Ty::{\n    Bool, Bytes, FieldsV1, Inline, Int32, Int64, IntOrString, MapBytes, MapQuantity, MapStr,\n    MapStrList, MapTime, MicroTime, Msg, Quantity, RawExtension, Str, Time,\n};\n\
-         use super::{Message, f, k, l, n, p, r};\n",
+         use super::Ty::{\n    Bool, Bytes, Double, FieldsV1, Inline, Int32, Int64, IntOrString, Json, MapBytes, MapMsg,\n    MapQuantity, MapStr, MapStrList, MapTime, MapUnion, MicroTime, Msg, Quantity, RawExtension,\n    Str, Time, Union,\n};\n\
+         use super::{Message, SchemaOr, f, k, l, n, p, r};\n",
     );
     let mut statics = BTreeSet::new();
     for (name, fields) in &schema.messages {

@@ -51,7 +51,8 @@
 //! ## Differences from kube
 //! Numbers and times keep the text the rest of the server gives them (Go would also rewrite
 //! `1.0` in an integer field, and times to UTC seconds: the unknown-field pruning walk does
-//! the latter). Kinds without a protobuf table (CustomResourceDefinitions) are left alone; an
+//! the latter). CustomResourceDefinitions are left alone (their table serves protobuf only:
+//! their JSON schemas' `JSONSchemaPropsOr…` unions and `JSON` values are not walked here); an
 //! embedded resource's `metadata` inside a custom resource is not coerced.
 
 use serde_json::{Map, Value};
@@ -77,9 +78,10 @@ impl Budget {
     }
 }
 
-/// The message of `def`'s objects, for a built-in kind with a table.
+/// The message of `def`'s objects, for a built-in kind with a table (CustomResourceDefinitions
+/// aside: see the module's differences).
 fn message_of(def: &ResourceDef) -> Option<&'static Message> {
-    if !def.is_builtin() {
+    if !def.is_builtin() || def.group == "apiextensions.k8s.io" {
         return None;
     }
     KINDS
@@ -273,7 +275,7 @@ fn zero_of(field: &Field) -> Option<Value> {
 fn zero_value(ty: Ty) -> Value {
     match ty {
         Ty::Str => Value::String(String::new()),
-        Ty::Int32 | Ty::Int64 | Ty::IntOrString => Value::from(0),
+        Ty::Int32 | Ty::Int64 | Ty::Double | Ty::IntOrString => Value::from(0),
         Ty::Bool => Value::Bool(false),
         Ty::Quantity => Value::String("0".to_owned()),
         Ty::Msg(inner) | Ty::Inline(inner) => Value::Object(zero_message(inner)),
@@ -287,7 +289,11 @@ fn zero_value(ty: Ty) -> Value {
         | Ty::Time
         | Ty::MicroTime
         | Ty::FieldsV1
-        | Ty::RawExtension => Value::Null,
+        | Ty::RawExtension
+        | Ty::Json
+        | Ty::Union(..)
+        | Ty::MapMsg(_)
+        | Ty::MapUnion(..) => Value::Null,
     }
 }
 

@@ -6,10 +6,11 @@
 //! without, `r` a slice with `omitempty`, `l` a slice without.
 
 use super::Ty::{
-    Bool, Bytes, FieldsV1, Inline, Int32, Int64, IntOrString, MapBytes, MapQuantity, MapStr,
-    MapStrList, MapTime, MicroTime, Msg, Quantity, RawExtension, Str, Time,
+    Bool, Bytes, Double, FieldsV1, Inline, Int32, Int64, IntOrString, Json, MapBytes, MapMsg,
+    MapQuantity, MapStr, MapStrList, MapTime, MapUnion, MicroTime, Msg, Quantity, RawExtension,
+    Str, Time, Union,
 };
-use super::{Message, f, k, l, n, p, r};
+use super::{Message, SchemaOr, f, k, l, n, p, r};
 
 pub(super) static ADMISSIONREGISTRATION_V1_AUDIT_ANNOTATION: Message = Message {
     name: "io.k8s.api.admissionregistration.v1.AuditAnnotation",
@@ -4119,6 +4120,252 @@ pub(super) static STORAGE_V1_VOLUME_NODE_RESOURCES: Message = Message {
     ],
 };
 
+pub(super) static APIEXTENSIONS_V1_CUSTOM_RESOURCE_COLUMN_DEFINITION: Message = Message {
+    name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceColumnDefinition",
+    fields: &[
+        k(1, "name", Str),
+        k(2, "type", Str),
+        f(3, "format", Str),
+        f(4, "description", Str),
+        f(5, "priority", Int32),
+        k(6, "jsonPath", Str),
+    ],
+};
+
+pub(super) static APIEXTENSIONS_V1_CUSTOM_RESOURCE_CONVERSION: Message = Message {
+    name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceConversion",
+    fields: &[
+        k(1, "strategy", Str),
+        p(2, "webhook", Msg(&APIEXTENSIONS_V1_WEBHOOK_CONVERSION)),
+    ],
+};
+
+pub(super) static APIEXTENSIONS_V1_CUSTOM_RESOURCE_DEFINITION: Message = Message {
+    name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition",
+    fields: &[
+        f(1, "metadata", Msg(&META_V1_OBJECT_META)),
+        k(2, "spec", Msg(&APIEXTENSIONS_V1_CUSTOM_RESOURCE_DEFINITION_SPEC)),
+        f(3, "status", Msg(&APIEXTENSIONS_V1_CUSTOM_RESOURCE_DEFINITION_STATUS)),
+    ],
+};
+
+pub(super) static APIEXTENSIONS_V1_CUSTOM_RESOURCE_DEFINITION_CONDITION: Message = Message {
+    name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionCondition",
+    fields: &[
+        k(1, "type", Str),
+        k(2, "status", Str),
+        f(3, "lastTransitionTime", Time),
+        f(4, "reason", Str),
+        f(5, "message", Str),
+    ],
+};
+
+pub(super) static APIEXTENSIONS_V1_CUSTOM_RESOURCE_DEFINITION_NAMES: Message = Message {
+    name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionNames",
+    fields: &[
+        k(1, "plural", Str),
+        f(2, "singular", Str),
+        r(3, "shortNames", Str),
+        k(4, "kind", Str),
+        f(5, "listKind", Str),
+        r(6, "categories", Str),
+    ],
+};
+
+pub(super) static APIEXTENSIONS_V1_CUSTOM_RESOURCE_DEFINITION_SPEC: Message = Message {
+    name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionSpec",
+    fields: &[
+        k(1, "group", Str),
+        k(3, "names", Msg(&APIEXTENSIONS_V1_CUSTOM_RESOURCE_DEFINITION_NAMES)),
+        k(4, "scope", Str),
+        l(7, "versions", Msg(&APIEXTENSIONS_V1_CUSTOM_RESOURCE_DEFINITION_VERSION)),
+        p(9, "conversion", Msg(&APIEXTENSIONS_V1_CUSTOM_RESOURCE_CONVERSION)),
+        f(10, "preserveUnknownFields", Bool),
+    ],
+};
+
+pub(super) static APIEXTENSIONS_V1_CUSTOM_RESOURCE_DEFINITION_STATUS: Message = Message {
+    name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionStatus",
+    fields: &[
+        l(1, "conditions", Msg(&APIEXTENSIONS_V1_CUSTOM_RESOURCE_DEFINITION_CONDITION)),
+        k(2, "acceptedNames", Msg(&APIEXTENSIONS_V1_CUSTOM_RESOURCE_DEFINITION_NAMES)),
+        l(3, "storedVersions", Str),
+    ],
+};
+
+pub(super) static APIEXTENSIONS_V1_CUSTOM_RESOURCE_DEFINITION_VERSION: Message = Message {
+    name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionVersion",
+    fields: &[
+        k(1, "name", Str),
+        k(2, "served", Bool),
+        k(3, "storage", Bool),
+        p(4, "schema", Msg(&APIEXTENSIONS_V1_CUSTOM_RESOURCE_VALIDATION)),
+        p(5, "subresources", Msg(&APIEXTENSIONS_V1_CUSTOM_RESOURCE_SUBRESOURCES)),
+        r(6, "additionalPrinterColumns", Msg(&APIEXTENSIONS_V1_CUSTOM_RESOURCE_COLUMN_DEFINITION)),
+        f(7, "deprecated", Bool),
+        p(8, "deprecationWarning", Str),
+        r(9, "selectableFields", Msg(&APIEXTENSIONS_V1_SELECTABLE_FIELD)),
+    ],
+};
+
+pub(super) static APIEXTENSIONS_V1_CUSTOM_RESOURCE_SUBRESOURCE_SCALE: Message = Message {
+    name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceSubresourceScale",
+    fields: &[
+        k(1, "specReplicasPath", Str),
+        k(2, "statusReplicasPath", Str),
+        p(3, "labelSelectorPath", Str),
+    ],
+};
+
+pub(super) static APIEXTENSIONS_V1_CUSTOM_RESOURCE_SUBRESOURCE_STATUS: Message = Message {
+    name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceSubresourceStatus",
+    fields: &[
+    ],
+};
+
+pub(super) static APIEXTENSIONS_V1_CUSTOM_RESOURCE_SUBRESOURCES: Message = Message {
+    name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceSubresources",
+    fields: &[
+        p(1, "status", Msg(&APIEXTENSIONS_V1_CUSTOM_RESOURCE_SUBRESOURCE_STATUS)),
+        p(2, "scale", Msg(&APIEXTENSIONS_V1_CUSTOM_RESOURCE_SUBRESOURCE_SCALE)),
+    ],
+};
+
+pub(super) static APIEXTENSIONS_V1_CUSTOM_RESOURCE_VALIDATION: Message = Message {
+    name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceValidation",
+    fields: &[
+        p(1, "openAPIV3Schema", Msg(&APIEXTENSIONS_V1_JSON_SCHEMA_PROPS)),
+    ],
+};
+
+pub(super) static APIEXTENSIONS_V1_EXTERNAL_DOCUMENTATION: Message = Message {
+    name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.ExternalDocumentation",
+    fields: &[
+        f(1, "description", Str),
+        f(2, "url", Str),
+    ],
+};
+
+pub(super) static APIEXTENSIONS_V1_JSON_SCHEMA_PROPS: Message = Message {
+    name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps",
+    fields: &[
+        f(1, "id", Str),
+        f(2, "$schema", Str),
+        p(3, "$ref", Str),
+        f(4, "description", Str),
+        f(5, "type", Str),
+        f(6, "format", Str),
+        f(7, "title", Str),
+        p(8, "default", Json),
+        p(9, "maximum", Double),
+        f(10, "exclusiveMaximum", Bool),
+        p(11, "minimum", Double),
+        f(12, "exclusiveMinimum", Bool),
+        p(13, "maxLength", Int64),
+        p(14, "minLength", Int64),
+        f(15, "pattern", Str),
+        p(16, "maxItems", Int64),
+        p(17, "minItems", Int64),
+        f(18, "uniqueItems", Bool),
+        p(19, "multipleOf", Double),
+        r(20, "enum", Json),
+        p(21, "maxProperties", Int64),
+        p(22, "minProperties", Int64),
+        r(23, "required", Str),
+        p(24, "items", Union(&APIEXTENSIONS_V1_JSON_SCHEMA_PROPS_OR_ARRAY, SchemaOr::Array)),
+        r(25, "allOf", Msg(&APIEXTENSIONS_V1_JSON_SCHEMA_PROPS)),
+        r(26, "oneOf", Msg(&APIEXTENSIONS_V1_JSON_SCHEMA_PROPS)),
+        r(27, "anyOf", Msg(&APIEXTENSIONS_V1_JSON_SCHEMA_PROPS)),
+        p(28, "not", Msg(&APIEXTENSIONS_V1_JSON_SCHEMA_PROPS)),
+        f(29, "properties", MapMsg(&APIEXTENSIONS_V1_JSON_SCHEMA_PROPS)),
+        p(30, "additionalProperties", Union(&APIEXTENSIONS_V1_JSON_SCHEMA_PROPS_OR_BOOL, SchemaOr::Bool)),
+        f(31, "patternProperties", MapMsg(&APIEXTENSIONS_V1_JSON_SCHEMA_PROPS)),
+        f(32, "dependencies", MapUnion(&APIEXTENSIONS_V1_JSON_SCHEMA_PROPS_OR_STRING_ARRAY, SchemaOr::StringArray)),
+        p(33, "additionalItems", Union(&APIEXTENSIONS_V1_JSON_SCHEMA_PROPS_OR_BOOL, SchemaOr::Bool)),
+        f(34, "definitions", MapMsg(&APIEXTENSIONS_V1_JSON_SCHEMA_PROPS)),
+        p(35, "externalDocs", Msg(&APIEXTENSIONS_V1_EXTERNAL_DOCUMENTATION)),
+        p(36, "example", Json),
+        f(37, "nullable", Bool),
+        p(38, "x-kubernetes-preserve-unknown-fields", Bool),
+        f(39, "x-kubernetes-embedded-resource", Bool),
+        f(40, "x-kubernetes-int-or-string", Bool),
+        r(41, "x-kubernetes-list-map-keys", Str),
+        p(42, "x-kubernetes-list-type", Str),
+        p(43, "x-kubernetes-map-type", Str),
+        r(44, "x-kubernetes-validations", Msg(&APIEXTENSIONS_V1_VALIDATION_RULE)),
+    ],
+};
+
+pub(super) static APIEXTENSIONS_V1_JSON_SCHEMA_PROPS_OR_ARRAY: Message = Message {
+    name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaPropsOrArray",
+    fields: &[
+        n(1, "schema", Msg(&APIEXTENSIONS_V1_JSON_SCHEMA_PROPS)),
+        l(2, "jSONSchemas", Msg(&APIEXTENSIONS_V1_JSON_SCHEMA_PROPS)),
+    ],
+};
+
+pub(super) static APIEXTENSIONS_V1_JSON_SCHEMA_PROPS_OR_BOOL: Message = Message {
+    name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaPropsOrBool",
+    fields: &[
+        k(1, "allows", Bool),
+        n(2, "schema", Msg(&APIEXTENSIONS_V1_JSON_SCHEMA_PROPS)),
+    ],
+};
+
+pub(super) static APIEXTENSIONS_V1_JSON_SCHEMA_PROPS_OR_STRING_ARRAY: Message = Message {
+    name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaPropsOrStringArray",
+    fields: &[
+        n(1, "schema", Msg(&APIEXTENSIONS_V1_JSON_SCHEMA_PROPS)),
+        l(2, "property", Str),
+    ],
+};
+
+pub(super) static APIEXTENSIONS_V1_SELECTABLE_FIELD: Message = Message {
+    name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.SelectableField",
+    fields: &[
+        k(1, "jsonPath", Str),
+    ],
+};
+
+pub(super) static APIEXTENSIONS_V1_SERVICE_REFERENCE: Message = Message {
+    name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.ServiceReference",
+    fields: &[
+        k(1, "namespace", Str),
+        k(2, "name", Str),
+        p(3, "path", Str),
+        p(4, "port", Int32),
+    ],
+};
+
+pub(super) static APIEXTENSIONS_V1_VALIDATION_RULE: Message = Message {
+    name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.ValidationRule",
+    fields: &[
+        k(1, "rule", Str),
+        f(2, "message", Str),
+        f(3, "messageExpression", Str),
+        p(4, "reason", Str),
+        f(5, "fieldPath", Str),
+        p(6, "optionalOldSelf", Bool),
+    ],
+};
+
+pub(super) static APIEXTENSIONS_V1_WEBHOOK_CLIENT_CONFIG: Message = Message {
+    name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.WebhookClientConfig",
+    fields: &[
+        p(1, "service", Msg(&APIEXTENSIONS_V1_SERVICE_REFERENCE)),
+        f(2, "caBundle", Bytes),
+        p(3, "url", Str),
+    ],
+};
+
+pub(super) static APIEXTENSIONS_V1_WEBHOOK_CONVERSION: Message = Message {
+    name: "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.WebhookConversion",
+    fields: &[
+        p(2, "clientConfig", Msg(&APIEXTENSIONS_V1_WEBHOOK_CLIENT_CONFIG)),
+        l(3, "conversionReviewVersions", Str),
+    ],
+};
+
 pub(super) static META_V1_CONDITION: Message = Message {
     name: "io.k8s.apimachinery.pkg.apis.meta.v1.Condition",
     fields: &[
@@ -4346,6 +4593,7 @@ pub(super) static KINDS: &[(&str, &str, &Message)] = &[
     ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", &ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY),
     ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding", &ADMISSIONREGISTRATION_V1_VALIDATING_ADMISSION_POLICY_BINDING),
     ("apiregistration.k8s.io/v1", "APIService", &APIREGISTRATION_V1_API_SERVICE),
+    ("apiextensions.k8s.io/v1", "CustomResourceDefinition", &APIEXTENSIONS_V1_CUSTOM_RESOURCE_DEFINITION),
     ("apps/v1", "ControllerRevision", &APPS_V1_CONTROLLER_REVISION),
     ("apps/v1", "DaemonSet", &APPS_V1_DAEMON_SET),
     ("apps/v1", "Deployment", &APPS_V1_DEPLOYMENT),

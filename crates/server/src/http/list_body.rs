@@ -28,7 +28,7 @@ use std::task::{Context, Poll};
 use bytes::{BufMut, Bytes, BytesMut};
 use hyper::body::{Frame, SizeHint};
 use watchkeeper_api::protobuf::{ENVELOPE_TAIL, cached_object_message, list_item_head};
-use watchkeeper_api::watch_frame::SHARE_MIN_BYTES;
+use watchkeeper_api::watch_frame::{SHARE_MIN_BYTES, object_metadata_message};
 use watchkeeper_core::{EncodeStats, Encoding, Object};
 
 /// How the items of a list are written.
@@ -39,6 +39,10 @@ pub enum Framing {
     /// Protobuf items (the objects' cached messages), each behind the tag and length of the
     /// list's field 2, the body ending with the envelope's tail.
     Protobuf,
+    /// Protobuf `PartialObjectMetadata` items (a `PartialObjectMetadataList`), framed as
+    /// [`Framing::Protobuf`]'s: each a slice of the object's cached message, or encoded from
+    /// its metadata for a custom resource ([`object_metadata_message`]).
+    ProtobufMetadata,
 }
 
 impl Framing {
@@ -51,6 +55,7 @@ impl Framing {
                 .encoded_external(cached_object_message, stats)
                 .cloned()
                 .unwrap_or_default(),
+            Framing::ProtobufMetadata => object_metadata_message(object, stats).unwrap_or_default(),
         }
     }
 
@@ -59,7 +64,7 @@ impl Framing {
         match self {
             Framing::Json(_) if !first => out.put_u8(b','),
             Framing::Json(_) => {}
-            Framing::Protobuf => out.put_slice(&list_item_head(len)),
+            Framing::Protobuf | Framing::ProtobufMetadata => out.put_slice(&list_item_head(len)),
         }
     }
 
@@ -72,18 +77,26 @@ impl Framing {
     fn tail(self) -> &'static [u8] {
         match self {
             Framing::Json(_) => b"]}",
-            Framing::Protobuf => ENVELOPE_TAIL,
+            Framing::Protobuf | Framing::ProtobufMetadata => ENVELOPE_TAIL,
         }
     }
 }
 
-/// The length of the protobuf items of a list (each item's message with its tag and length),
-/// encoding (and caching) every item's message; `None` when an item cannot be encoded.
+/// The length of the protobuf items of a list in `framing` ([`Framing::Protobuf`] or
+/// [`Framing::ProtobufMetadata`]; each item's message with its tag and length), encoding (and
+/// caching) every item's message; `None` when an item cannot be encoded.
 #[must_use]
-pub fn protobuf_items_len(stats: &EncodeStats, items: &[Arc<Object>]) -> Option<usize> {
+pub fn protobuf_items_len(
+    stats: &EncodeStats,
+    items: &[Arc<Object>],
+    framing: Framing,
+) -> Option<usize> {
     items.iter().try_fold(0, |total, object| {
-        let len = object.encoded_external(cached_object_message, stats)?.len();
-        Some(total + Framing::Protobuf.before_len(false, len) + len)
+        let len = match framing {
+            Framing::ProtobufMetadata => object_metadata_message(object, stats)?.len(),
+            _ => object.encoded_external(cached_object_message, stats)?.len(),
+        };
+        Some(total + framing.before_len(false, len) + len)
     })
 }
 
@@ -362,7 +375,7 @@ mod tests {
             .collect();
         let metadata = json!({"resourceVersion": "7"});
         let list_meta = watchkeeper_api::protobuf::list_meta_field(&metadata).unwrap();
-        let items_len = protobuf_items_len(&stats, &items).unwrap();
+        let items_len = protobuf_items_len(&stats, &items, Framing::Protobuf).unwrap();
         let mut head = watchkeeper_api::protobuf::envelope_head(
             "v1",
             "ConfigMapList",
@@ -397,6 +410,6 @@ mod tests {
             7,
             probed,
         ));
-        assert_eq!(protobuf_items_len(&stats, &[odd]), None);
+        assert_eq!(protobuf_items_len(&stats, &[odd], Framing::Protobuf), None);
     }
 }

@@ -386,6 +386,8 @@ fn scope_error(resource: &Resource, target: Target<'_>) -> Option<ApiError> {
         && !token::is_token_subresource(def, sub)
         && !(sub == watchkeeper_api::ephemeral::SUBRESOURCE
             && watchkeeper_api::ephemeral::has_ephemeral_containers(def))
+        && !(sub == watchkeeper_api::resize::SUBRESOURCE
+            && watchkeeper_api::resize::has_resize(def))
         && !(sub == watchkeeper_api::certificates::APPROVAL
             && watchkeeper_api::certificates::has_approval(def))
     {
@@ -838,9 +840,24 @@ async fn list(
         metadata["remainingItemCount"] = json!(remaining);
     }
     let stats = &resource.cache().metrics().encode;
+    let (list_kind, api_version, encoding) = if conversion == Conversion::PartialObjectMetadataList
+    {
+        (
+            "PartialObjectMetadataList".to_owned(),
+            "meta.k8s.io/v1".to_owned(),
+            Encoding::PartialMetadataJson,
+        )
+    } else {
+        (def.list_kind(), def.api_version(), Encoding::Json)
+    };
     if negotiated.format == Format::Protobuf {
+        let framing = if conversion == Conversion::PartialObjectMetadataList {
+            list_body::Framing::ProtobufMetadata
+        } else {
+            list_body::Framing::Protobuf
+        };
         match protobuf_list(
-            def,
+            (&api_version, &list_kind, framing),
             &metadata,
             page.items,
             stats,
@@ -863,13 +880,11 @@ async fn list(
                 // An item the protobuf schemas cannot hold: the whole list in JSON, which
                 // client-go decodes by the response's Content-Type.
                 let head = format!(
-                    "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{metadata},\"items\":[",
-                    def.list_kind(),
-                    def.api_version()
+                    "{{\"kind\":\"{list_kind}\",\"apiVersion\":\"{api_version}\",\"metadata\":{metadata},\"items\":["
                 );
                 let body = list_body::ListBody::new(
                     stats,
-                    list_body::Framing::Json(Encoding::Json),
+                    list_body::Framing::Json(encoding),
                     head.into(),
                     items,
                     app.config.list_chunk_bytes,
@@ -880,16 +895,6 @@ async fn list(
             }
         }
     }
-    let (list_kind, api_version, encoding) = if conversion == Conversion::PartialObjectMetadataList
-    {
-        (
-            "PartialObjectMetadataList".to_owned(),
-            "meta.k8s.io/v1".to_owned(),
-            Encoding::PartialMetadataJson,
-        )
-    } else {
-        (def.list_kind(), def.api_version(), Encoding::Json)
-    };
     let head = format!(
         "{{\"kind\":\"{list_kind}\",\"apiVersion\":\"{api_version}\",\"metadata\":{metadata},\"items\":["
     );
@@ -937,14 +942,15 @@ fn table_json(
     table.to_string()
 }
 
-/// A LIST body in protobuf: the envelope around the list message (its `ListMeta`, then every
-/// item's cached message), streamed like the JSON one.
+/// A LIST body in protobuf: the envelope (`apiVersion` and list kind, with the items'
+/// `framing`) around the list message (its `ListMeta`, then every item's cached message, or
+/// its `PartialObjectMetadata`), streamed like the JSON one.
 ///
 /// # Errors
 /// 406 NotAcceptable, with the items back, when an item cannot be encoded as protobuf.
 #[allow(clippy::result_large_err)]
 fn protobuf_list(
-    def: &watchkeeper_api::ResourceDef,
+    (api_version, list_kind, framing): (&str, &str, list_body::Framing),
     metadata: &Value,
     items: Vec<Arc<watchkeeper_core::Object>>,
     stats: &watchkeeper_core::EncodeStats,
@@ -959,22 +965,25 @@ fn protobuf_list(
         Ok(list_meta) => list_meta,
         Err(error) => return Err((refuse(error.0), items)),
     };
-    let Some(items_len) = list_body::protobuf_items_len(stats, &items) else {
+    let Some(items_len) = list_body::protobuf_items_len(stats, &items, framing) else {
         let reason = items
             .iter()
             .find_map(|o| watchkeeper_api::protobuf::encode_object_message(o.body()).err())
-            .map_or_else(String::new, |error| error.0);
+            .map_or_else(
+                || "an object's metadata has a field outside ObjectMeta".to_owned(),
+                |error| error.0,
+            );
         return Err((refuse(reason), items));
     };
     let mut head = watchkeeper_api::protobuf::envelope_head(
-        &def.api_version(),
-        &def.list_kind(),
+        api_version,
+        list_kind,
         list_meta.len() + items_len,
     );
     head.extend_from_slice(&list_meta);
     Ok(list_body::ListBody::new(
         stats,
-        list_body::Framing::Protobuf,
+        framing,
         head.into(),
         items,
         piece_bytes,

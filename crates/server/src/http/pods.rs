@@ -74,7 +74,11 @@ pub async fn serve(
     } else {
         "Eviction"
     };
-    let body = watchkeeper_api::go_json::decode_object(kind, "v1", &request.context.body)?;
+    let group = if kind == "Eviction" { "policy" } else { "" };
+    let json = request
+        .context
+        .json_body(&ResourceDef::named(group, "v1", "", kind, true))?;
+    let body = watchkeeper_api::go_json::decode_object(kind, "v1", &json)?;
     let name = request.target.name.unwrap_or_default();
     match request.target.subresource {
         Some("binding") => bind(app, request, resource, name, &body).await,
@@ -121,7 +125,8 @@ pub async fn serve_bindings(
     let pods = app
         .resource("", "v1", "pods")
         .ok_or_else(ApiError::path_not_found)?;
-    let body = watchkeeper_api::go_json::decode_object("Binding", "v1", &context.body)?;
+    let json = context.json_body(&ResourceDef::named("", "v1", "bindings", "Binding", true))?;
+    let body = watchkeeper_api::go_json::decode_object("Binding", "v1", &json)?;
     let name = body
         .pointer("/metadata/name")
         .and_then(Value::as_str)

@@ -242,10 +242,19 @@ async fn body_json(response: Response) -> Result<(StatusCode, Value), ApiError> 
     Ok((status, value))
 }
 
+/// The `autoscaling/v1` Scale, as a body's type.
+fn scale_def() -> watchkeeper_api::ResourceDef {
+    watchkeeper_api::ResourceDef::named("autoscaling", "v1", "scales", "Scale", true)
+}
+
 /// kube's `checkName` on a PUT's `Scale`: a name or namespace in the body other than the
 /// URL's is a 400 (before the parent is read).
-fn check_body_names(request: &ResourceRequest<'_>, name: &str) -> Result<(), ApiError> {
-    let Ok(body) = serde_json::from_slice::<Value>(&request.context.body) else {
+fn check_body_names(
+    request: &ResourceRequest<'_>,
+    body: &[u8],
+    name: &str,
+) -> Result<(), ApiError> {
+    let Ok(body) = serde_json::from_slice::<Value>(body) else {
         return Ok(());
     };
     let body_name = body.pointer("/metadata/name").and_then(Value::as_str);
@@ -282,9 +291,14 @@ pub async fn serve(
         )
     })?;
     let name = request.target.name.unwrap_or_default();
-    if request.verb == Verb::Update {
-        check_body_names(request, name)?;
-    }
+    // A PUT's `Scale` as JSON (client-go's scale client sends `autoscaling/v1` protobuf).
+    let put_body = if request.verb == Verb::Update {
+        let body = request.context.json_body(&scale_def())?;
+        check_body_names(request, &body, name)?;
+        body
+    } else {
+        bytes::Bytes::new()
+    };
     match request.verb {
         Verb::Get => {
             let parent = read_parent(app, request, resource).await?;
@@ -317,11 +331,7 @@ pub async fn serve(
                 let parent = read_parent(app, request, resource).await?;
                 let current = scale_of(def, &paths, &parent);
                 let (desired, precondition) = if request.verb == Verb::Update {
-                    let body = watchkeeper_api::go_json::decode_object(
-                        "Scale",
-                        "v1",
-                        &request.context.body,
-                    )?;
+                    let body = watchkeeper_api::go_json::decode_object("Scale", "v1", &put_body)?;
                     let precondition = body
                         .pointer("/metadata/resourceVersion")
                         .and_then(Value::as_str)

@@ -323,8 +323,14 @@ impl WatchStream {
                 now,
             ),
             Format::Protobuf => {
-                failed =
-                    encode_protobuf_frames(parts, &self.resource.def, &self.buffer, stats).err();
+                failed = encode_protobuf_frames(
+                    parts,
+                    &self.resource.def,
+                    &self.buffer,
+                    self.conversion,
+                    stats,
+                )
+                .err();
             }
         }
         self.buffer.clear();

@@ -2,9 +2,11 @@
 //! (`plugin/pkg/admission/limitranger/admission.go`).
 //!
 //! ## Guarantees
-//! - **Which writes.** Creates of Pods, and creates and updates of PersistentVolumeClaims, in
-//!   a namespace that has LimitRanges (writes of a subresource are left alone, as are updates
-//!   of an object being deleted). Every LimitRange of the namespace applies, in name order.
+//! - **Which writes.** Creates of Pods, updates of Pods through `pods/{name}/resize` (kube's
+//!   `SupportsAttributes`: defaults before the resize strategy, validation after it), and
+//!   creates and updates of PersistentVolumeClaims, in a namespace that has LimitRanges
+//!   (writes of another subresource are left alone, as are updates of an object being
+//!   deleted). Every LimitRange of the namespace applies, in name order.
 //!   The LimitRanges are read from their cache; when it has none for the namespace, once more
 //!   after proving it fresh (kube's live lookup), so a LimitRange created just before is seen.
 //! - **Defaults** (pods on create, before the pod's validation and quota admission, so a
@@ -31,8 +33,6 @@
 //!   large), and print in kube's canonical form.
 //! - **Order.** kube ranges over Go maps, so the order of several errors of one item and kind
 //!   (two resources over `max`) varies there; here resources go in name order.
-//!
-//! Not done: pod updates through `pods/{name}/resize` (this server has no such subresource).
 
 use std::collections::BTreeMap;
 

@@ -1369,6 +1369,8 @@ impl Writer<'_> {
     /// controllers give it (its names against every other served resource; a client's own
     /// status is not kept); a write of `pods/{name}/ephemeralcontainers` changes only the
     /// pod's ephemeral containers ([`watchkeeper_api::ephemeral::update`]), one of
+    /// `pods/{name}/resize` only its containers' resources ([`watchkeeper_api::resize::update`]),
+    /// one of
     /// `certificatesigningrequests/{name}/approval` only its conditions
     /// ([`watchkeeper_api::certificates::approval_update`]), its main endpoint and `status`
     /// what kube's strategies keep ([`watchkeeper_api::certificates::prepare_update`]), and a
@@ -1417,6 +1419,19 @@ impl Writer<'_> {
             if let Value::Object(status) = status {
                 status.insert("qosClass".to_owned(), qos.clone());
             }
+        }
+        if resource.def.group.is_empty()
+            && resource.def.plural == "namespaces"
+            && matches!(self.subresource.as_str(), "" | "finalize")
+            && let (Some(old), Some(map)) = (old, object.as_object_mut())
+        {
+            // kube-apiserver's `namespaceStrategy.PrepareForUpdate` and
+            // `namespaceFinalizeStrategy.PrepareForUpdate`: the stored status, whatever the
+            // body says (a `kubectl replace` of a manifest without one is taken).
+            match old.get("status") {
+                Some(status) => map.insert("status".to_owned(), status.clone()),
+                None => map.remove("status"),
+            };
         }
         if resource.def.group.is_empty()
             && resource.def.plural == "namespaces"
@@ -1511,6 +1526,11 @@ impl Writer<'_> {
             && let Some(old) = old
         {
             object = watchkeeper_api::ephemeral::update(&resource.def, old, &object)?;
+        } else if self.subresource == watchkeeper_api::resize::SUBRESOURCE
+            && watchkeeper_api::resize::has_resize(&resource.def)
+            && let Some(old) = old
+        {
+            object = watchkeeper_api::resize::update(&resource.def, old, &object)?;
         } else if watchkeeper_api::certificates::has_approval(&resource.def) && old.is_none() {
             watchkeeper_api::certificates::prepare_create(
                 &mut object,
@@ -2150,15 +2170,17 @@ impl Writer<'_> {
         Ok(())
     }
 
-    /// LimitRanger on an update: a PersistentVolumeClaim's (not one being deleted) against its
-    /// namespace's LimitRanges as the cache has them (kube validates no pod update).
+    /// LimitRanger on an update: a PersistentVolumeClaim's (not one being deleted), or a pod's
+    /// through `pods/{name}/resize`, against its namespace's LimitRanges as the cache has them
+    /// (kube validates no other pod update).
     fn limits_updated(
         &self,
         resource: &Resource,
         old: &Value,
         new: &Value,
     ) -> Result<(), ApiError> {
-        if resource.def.plural != "persistentvolumeclaims"
+        let resize = self.subresource == watchkeeper_api::resize::SUBRESOURCE;
+        if !(resource.def.plural == "persistentvolumeclaims" || resize)
             || old.pointer("/metadata/deletionTimestamp").is_some()
         {
             return Ok(());
@@ -2189,11 +2211,19 @@ impl Writer<'_> {
         }
     }
 
+    /// Whether LimitRanger looks at a write of `resource` through this subresource: the main
+    /// endpoint, or `pods/{name}/resize` (kube's `SupportsAttributes`).
+    fn limit_ranger_subresource(&self, resource: &Resource) -> bool {
+        self.subresource.is_empty()
+            || (self.subresource == watchkeeper_api::resize::SUBRESOURCE
+                && watchkeeper_api::resize::has_resize(&resource.def))
+    }
+
     /// The LimitRanges of `namespace` that apply to a write of `resource` (none for another
-    /// resource or a subresource), from their cache.
+    /// resource or a subresource but a pod's `resize`), from their cache.
     fn cached_limit_ranges(&self, resource: &Resource, namespace: &str) -> Vec<Value> {
         if !self.source.admission.limit_ranger
-            || !self.subresource.is_empty()
+            || !self.limit_ranger_subresource(resource)
             || !limit_ranger::applies(&resource.def.group, &resource.def.plural)
         {
             return Vec::new();
@@ -2222,7 +2252,7 @@ impl Writer<'_> {
             return Ok(Vec::new());
         };
         if !self.source.admission.limit_ranger
-            || !self.subresource.is_empty()
+            || !self.limit_ranger_subresource(resource)
             || !limit_ranger::applies(&resource.def.group, &resource.def.plural)
         {
             return Ok(Vec::new());
@@ -3669,6 +3699,15 @@ impl Writer<'_> {
                     .unwrap_or_default()
                     .to_owned();
                 self.pod_toleration_restriction(&namespace, &mut new, false)?;
+            }
+            ("", "pods") if self.subresource == watchkeeper_api::resize::SUBRESOURCE => {
+                // LimitRanger's defaults, before the resize strategy takes the containers'
+                // resources from the body (kube's mutating admission, then the strategy).
+                if let Some(namespace) = new.pointer("/metadata/namespace").and_then(Value::as_str)
+                {
+                    let ranges = self.cached_limit_ranges(resource, namespace);
+                    limit_ranger::default_pod(&ranges, &mut new);
+                }
             }
             ("scheduling.k8s.io", "priorityclasses") if self.source.admission.priority => {
                 let classes = self.cached_classes("scheduling.k8s.io", "priorityclasses");
