@@ -248,12 +248,38 @@ pub fn subresources(def: &ResourceDef) -> Vec<(&'static str, &'static [&'static 
         out.push(("exec", &["create", "get"][..]));
         out.push(("log", &["get"][..]));
         out.push(("portforward", &["create", "get"][..]));
+        out.push(("proxy", PROXY_VERBS));
         out.push((crate::resize::SUBRESOURCE, STATUS_VERBS));
+    }
+    if def.group.is_empty() && matches!(def.plural.as_str(), "services" | "nodes") {
+        out.push(("proxy", PROXY_VERBS));
     }
     if def.group.is_empty() && def.plural == "serviceaccounts" {
         out.push(("token", &["create"][..]));
     }
     out
+}
+
+/// The verbs of the `proxy` subresources (kube's connect verbs for every proxied method).
+const PROXY_VERBS: &[&str] = &["create", "delete", "get", "patch", "update"];
+
+/// [`subresource_kind`] of `def`'s subresource `sub`: a `proxy` subresource's is its
+/// resource's options kind (`PodProxyOptions`, `ServiceProxyOptions`, `NodeProxyOptions`).
+#[must_use]
+pub fn subresource_kind_of(
+    def: &ResourceDef,
+    sub: &str,
+) -> Option<(&'static str, &'static str, &'static str)> {
+    if sub == "proxy" && def.group.is_empty() {
+        let kind = match def.plural.as_str() {
+            "pods" => "PodProxyOptions",
+            "services" => "ServiceProxyOptions",
+            "nodes" => "NodeProxyOptions",
+            _ => return None,
+        };
+        return Some(("", "v1", kind));
+    }
+    subresource_kind(sub)
 }
 
 /// The kind a subresource takes and answers, as `(group, version, kind)`, where it is not the
@@ -576,7 +602,7 @@ pub fn api_resource_list(
                 "kind": def.kind,
                 "verbs": verbs,
             });
-            if let Some((group, version, kind)) = subresource_kind(sub) {
+            if let Some((group, version, kind)) = subresource_kind_of(def, sub) {
                 if !group.is_empty() {
                     entry["group"] = json!(group);
                     entry["version"] = json!(version);
@@ -690,7 +716,7 @@ fn resource_discovery(def: &ResourceDef) -> Value {
     let subresources: Vec<Value> = subresources(def)
         .into_iter()
         .map(|(sub, verbs)| {
-            let kind = match subresource_kind(sub) {
+            let kind = match subresource_kind_of(def, sub) {
                 Some((group, version, kind)) => {
                     json!({"group": group, "version": version, "kind": kind})
                 }
@@ -977,9 +1003,21 @@ mod tests {
         // (namespaces, nodes, pods, services, persistentvolumeclaims, persistentvolumes,
         // resourcequotas, replicationcontrollers); replicationcontrollers/scale;
         // namespaces/finalize; pods/attach, pods/binding, pods/ephemeralcontainers,
-        // pods/eviction, pods/exec, pods/log, pods/portforward and pods/resize;
-        // serviceaccounts/token.
-        assert_eq!(resources.len(), 36);
+        // pods/eviction, pods/exec, pods/log, pods/portforward and pods/resize; pods/proxy,
+        // services/proxy and nodes/proxy; serviceaccounts/token.
+        assert_eq!(resources.len(), 39);
+        for (name, kind) in [
+            ("pods/proxy", "PodProxyOptions"),
+            ("services/proxy", "ServiceProxyOptions"),
+            ("nodes/proxy", "NodeProxyOptions"),
+        ] {
+            let entry = resources.iter().find(|r| r["name"] == name).unwrap();
+            assert_eq!(
+                *entry,
+                json!({"name": name, "singularName": "", "namespaced": name != "nodes/proxy",
+                    "kind": kind, "verbs": ["create", "delete", "get", "patch", "update"]})
+            );
+        }
         assert_eq!(
             resources[0],
             json!({"name": "bindings", "singularName": "binding", "namespaced": true,
@@ -1204,6 +1242,9 @@ mod tests {
                                     {"subresource": "portforward",
                                      "responseKind": {"group": "", "version": "v1", "kind": "PodPortForwardOptions"},
                                      "verbs": ["create", "get"]},
+                                    {"subresource": "proxy",
+                                     "responseKind": {"group": "", "version": "v1", "kind": "PodProxyOptions"},
+                                     "verbs": ["create", "delete", "get", "patch", "update"]},
                                     {"subresource": "resize",
                                      "responseKind": {"group": "", "version": "v1", "kind": "Pod"},
                                      "verbs": ["get", "patch", "update"]}]})

@@ -435,6 +435,91 @@ fn resource_paths(def: &ResourceDef, paths: &mut Map<String, Value>) {
     }
 }
 
+/// The `proxy` subresources of core pods, services and nodes, as kube-apiserver's installer
+/// publishes connect operations: `{item}/proxy` and `{item}/proxy/{path}`, one operation per
+/// method it relays (`connectCoreV1GetNamespacedPodProxy`, ...), answering any media type as
+/// a string, their options kind (`PodProxyOptions`, ...) as their group-version-kind.
+fn proxy_paths(def: &ResourceDef, paths: &mut Map<String, Value>) {
+    let Some((_, _, kind)) = crate::discovery::subresource_kind_of(def, "proxy") else {
+        return;
+    };
+    let (scope, path_description) = match def.plural.as_str() {
+        "pods" => (
+            "Namespaced",
+            "Path is the URL path to use for the current proxy request to pod.",
+        ),
+        "services" => (
+            "Namespaced",
+            "Path is the part of URLs that include service endpoints, suffixes, and parameters to use for the current proxy request to service. For example, the whole request URL is http://localhost/api/v1/namespaces/kube-system/services/elasticsearch-logging/_search?q=user:kimchy. Path is _search?q=user:kimchy.",
+        ),
+        _ => (
+            "",
+            "Path is the URL path to use for the current proxy request to node.",
+        ),
+    };
+    let item = if def.namespaced {
+        format!(
+            "/api/v1/namespaces/{{namespace}}/{}/{{name}}/proxy",
+            def.plural
+        )
+    } else {
+        format!("/api/v1/{}/{{name}}/proxy", def.plural)
+    };
+    let mut shared = vec![path_parameter("name", &format!("name of the {kind}"))];
+    if def.namespaced {
+        shared.push(path_parameter(
+            "namespace",
+            "object name and auth scope, such as for teams and projects",
+        ));
+    }
+    for with_path in [false, true] {
+        let mut parameters = shared.clone();
+        if with_path {
+            parameters.push(path_parameter("path", "path to the resource"));
+        }
+        parameters.push(query("path", "string", path_description));
+        let mut item_paths = Map::new();
+        for (method, verb) in [
+            ("delete", "Delete"),
+            ("get", "Get"),
+            ("head", "Head"),
+            ("options", "Options"),
+            ("patch", "Patch"),
+            ("post", "Post"),
+            ("put", "Put"),
+        ] {
+            item_paths.insert(
+                method.to_owned(),
+                json!({
+                    "tags": [tag(def)],
+                    "description": format!("connect {} requests to proxy of {}", verb.to_ascii_uppercase(), def.kind),
+                    "operationId": format!(
+                        "connectCoreV1{verb}{scope}{}Proxy{}",
+                        def.kind,
+                        if with_path { "WithPath" } else { "" }
+                    ),
+                    "responses": {
+                        "200": {
+                            "description": "OK",
+                            "content": {"*/*": {"schema": {"type": "string"}}},
+                        },
+                        "401": {"description": "Unauthorized"},
+                    },
+                    "x-kubernetes-action": "connect",
+                    "x-kubernetes-group-version-kind": gvk(def, kind),
+                }),
+            );
+        }
+        item_paths.insert("parameters".to_owned(), Value::Array(parameters));
+        let path = if with_path {
+            format!("{item}/{{path}}")
+        } else {
+            item.clone()
+        };
+        paths.insert(path, Value::Object(item_paths));
+    }
+}
+
 /// The read-only `componentstatuses` (see [`crate::componentstatus`]): `list` and `get` only,
 /// and its schema (`conditions` in place of `spec` and `status`).
 fn component_status(paths: &mut Map<String, Value>, schemas: &mut Map<String, Value>) {
@@ -753,6 +838,7 @@ pub fn openapi_v3_group_version(
     meta_schemas(&mut schemas);
     for def in served {
         resource_paths(def, &mut paths);
+        proxy_paths(def, &mut paths);
         kind_schemas(def, custom, &mut schemas);
     }
     // The reviews and core `bindings`: created only, their kube schemas without a list.
@@ -981,6 +1067,51 @@ mod tests {
             paths["/api/v1/namespaces/{namespace}/pods/{name}"]["patch"]["operationId"],
             "patchCoreV1NamespacedPod"
         );
+        // The proxy subresources' connect operations, as kube publishes them.
+        for (path, id, kind) in [
+            (
+                "/api/v1/namespaces/{namespace}/pods/{name}/proxy",
+                "connectCoreV1GetNamespacedPodProxy",
+                "PodProxyOptions",
+            ),
+            (
+                "/api/v1/namespaces/{namespace}/pods/{name}/proxy/{path}",
+                "connectCoreV1GetNamespacedPodProxyWithPath",
+                "PodProxyOptions",
+            ),
+            (
+                "/api/v1/namespaces/{namespace}/services/{name}/proxy/{path}",
+                "connectCoreV1GetNamespacedServiceProxyWithPath",
+                "ServiceProxyOptions",
+            ),
+            (
+                "/api/v1/nodes/{name}/proxy",
+                "connectCoreV1GetNodeProxy",
+                "NodeProxyOptions",
+            ),
+        ] {
+            let item = &paths[path];
+            assert_eq!(item["get"]["operationId"], id, "{path}");
+            assert_eq!(item["get"]["x-kubernetes-action"], "connect");
+            assert_eq!(
+                item["get"]["x-kubernetes-group-version-kind"],
+                json!({"group": "", "version": "v1", "kind": kind})
+            );
+            for method in ["delete", "head", "options", "patch", "post", "put"] {
+                assert!(item.get(method).is_some(), "{path} {method}");
+            }
+            let parameters: Vec<(&str, &str)> = item["parameters"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| (p["name"].as_str().unwrap(), p["in"].as_str().unwrap()))
+                .collect();
+            assert!(parameters.contains(&("path", "query")), "{parameters:?}");
+            assert_eq!(
+                parameters.contains(&("path", "path")),
+                path.ends_with("{path}")
+            );
+        }
         let schemas = core["components"]["schemas"].as_object().unwrap();
         assert!(schemas.contains_key("io.k8s.api.core.v1.Pod"));
         assert!(schemas.contains_key("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"));

@@ -629,6 +629,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
     let documents_account = source
         .as_store_source()
         .map(|store| store.cache_memory().clone());
+    let config_proxy = (config.proxy_requests_max, config.proxy_connect_timeout);
     let app = Arc::new(App {
         config,
         source,
@@ -649,6 +650,10 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         wake_relay: crate::cache::wake_relay::WakeRelay::start(),
         openapi: crate::http::openapi::OpenApiCache::new(documents_account),
         audit: audit.clone(),
+        resource_proxy: crate::http::resource_proxy::ProxyClient::new(
+            config_proxy.0,
+            config_proxy.1,
+        ),
     });
     if let Some(apf) = app.limits.apf() {
         // The work estimate reads the objects of a resource from its cache (the watches

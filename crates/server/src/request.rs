@@ -183,6 +183,14 @@ impl<'a> Target<'a> {
             }
             [plural, name] => target(*plural, None, Some(*name), None),
             [plural, name, sub] => target(*plural, None, Some(*name), Some(*sub)),
+            // The `proxy` subresource takes a path of its own after it (`pods/p/proxy/a/b`,
+            // see `http::resource_proxy`).
+            ["namespaces", namespace, plural, name, "proxy", _, ..] => {
+                target(*plural, Some(*namespace), Some(*name), Some("proxy"))
+            }
+            [plural, name, "proxy", _, ..] if *plural != "namespaces" => {
+                target(*plural, None, Some(*name), Some("proxy"))
+            }
             _ => return None,
         })
     }

@@ -206,7 +206,14 @@ fn operation(v3: &Value) -> Value {
         }
     }
     out.insert("parameters".into(), Value::Array(parameters));
-    out.insert("produces".into(), json!(PRODUCES));
+    // A connect operation (a `proxy` subresource) answers whatever its backend does.
+    let any = map
+        .get("x-kubernetes-action")
+        .is_some_and(|action| action == "connect");
+    out.insert(
+        "produces".into(),
+        if any { json!(["*/*"]) } else { json!(PRODUCES) },
+    );
     out.insert("responses".into(), Value::Object(responses));
     out.insert("schemes".into(), json!(["https"]));
     Value::Object(out)

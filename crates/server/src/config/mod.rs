@@ -595,6 +595,14 @@ pub struct ServeArgs {
     /// slot within its own `timeoutSeconds` (1 to 10000; store modes) [default: 64].
     #[arg(long)]
     pub webhook_calls_max: Option<usize>,
+    /// Requests through the `pods/proxy`, `services/proxy` and `nodes/proxy` subresources in
+    /// flight at once, over all clients; one past it gets 429 (1 to 10000) [default: 64].
+    #[arg(long)]
+    pub proxy_requests_max: Option<usize>,
+    /// Milliseconds a proxied request (`pods/proxy`, `services/proxy`, `nodes/proxy`) may take
+    /// to connect to its backend (kube's dial timeout), 100 to 600000 [default: 30000].
+    #[arg(long)]
+    pub proxy_connect_timeout_ms: Option<u64>,
 }
 
 impl ServeArgs {
@@ -738,7 +746,9 @@ impl ServeArgs {
             service_account_jwks_uri,
             api_audiences,
             service_account_max_token_expiration_seconds,
-            webhook_calls_max
+            webhook_calls_max,
+            proxy_requests_max,
+            proxy_connect_timeout_ms
         )
     }
 }
@@ -852,6 +862,11 @@ pub struct ServeConfig {
     /// `--webhook-calls-max`: admission webhook calls in flight at once (see
     /// `crate::source::webhook::client`).
     pub webhook_calls_max: usize,
+    /// `--proxy-requests-max`: proxied requests (`pods/proxy`, `services/proxy`,
+    /// `nodes/proxy`) in flight at once (see `crate::http::resource_proxy`).
+    pub proxy_requests_max: usize,
+    /// `--proxy-connect-timeout-ms`: how long a proxied request may take to connect.
+    pub proxy_connect_timeout: Duration,
 }
 
 /// How service account tokens are issued and accepted (see `auth::serviceaccount`).
@@ -1027,6 +1042,12 @@ pub mod defaults {
     pub const WEBHOOK_CALLS_MAX: usize = 64;
     /// The largest `--webhook-calls-max`.
     pub const WEBHOOK_CALLS_MAX_LIMIT: usize = 10_000;
+    /// `--proxy-requests-max`.
+    pub const PROXY_REQUESTS_MAX: usize = 64;
+    /// The largest `--proxy-requests-max`.
+    pub const PROXY_REQUESTS_MAX_LIMIT: usize = 10_000;
+    /// `--proxy-connect-timeout-ms` (kube-apiserver's proxy transport dials within 30 s).
+    pub const PROXY_CONNECT_TIMEOUT_MS: u64 = 30_000;
 }
 
 /// A CIDR range such as `10.0.0.0/24` or `fd00::/108`, its address masked to the network.
@@ -1654,6 +1675,28 @@ impl ServeConfig {
                 ),
             ));
         }
+        let proxy_requests_max = args
+            .proxy_requests_max
+            .unwrap_or(defaults::PROXY_REQUESTS_MAX);
+        if !(1..=defaults::PROXY_REQUESTS_MAX_LIMIT).contains(&proxy_requests_max) {
+            return Err(ConfigError::flag(
+                "--proxy-requests-max",
+                format!(
+                    "--proxy-requests-max {proxy_requests_max}: must be between 1 and 10000 requests"
+                ),
+            ));
+        }
+        let proxy_connect_timeout_ms = args
+            .proxy_connect_timeout_ms
+            .unwrap_or(defaults::PROXY_CONNECT_TIMEOUT_MS);
+        if !(100..=600_000).contains(&proxy_connect_timeout_ms) {
+            return Err(ConfigError::flag(
+                "--proxy-connect-timeout-ms",
+                format!(
+                    "--proxy-connect-timeout-ms {proxy_connect_timeout_ms}: must be between 100 and 600000 milliseconds"
+                ),
+            ));
+        }
         let consistency_ms = args
             .consistency_check_interval_ms
             .unwrap_or(defaults::CONSISTENCY_CHECK_INTERVAL_MS);
@@ -1762,6 +1805,8 @@ impl ServeConfig {
             service_node_port_range,
             service_accounts,
             webhook_calls_max,
+            proxy_requests_max,
+            proxy_connect_timeout: Duration::from_millis(proxy_connect_timeout_ms),
         })
     }
 }
@@ -1988,6 +2033,11 @@ mod tests {
                     .map_or_else(|| "0".to_owned(), |s| s.to_string()),
             ),
             ("webhook-calls-max", config.webhook_calls_max.to_string()),
+            ("proxy-requests-max", config.proxy_requests_max.to_string()),
+            (
+                "proxy-connect-timeout-ms",
+                config.proxy_connect_timeout.as_millis().to_string(),
+            ),
             ("enable-pod-gc", config.pod_gc.enabled.to_string()),
             (
                 "terminated-pod-gc-threshold",

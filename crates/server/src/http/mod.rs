@@ -36,6 +36,8 @@ pub mod openapi;
 pub mod pod_streams;
 pub mod pods;
 pub mod pretty;
+pub mod proxy_html;
+pub mod resource_proxy;
 pub mod review;
 pub mod scale;
 pub mod service;
@@ -123,7 +125,9 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
             Err(error) => return error_response(&error),
         },
     };
+    let proxied = resource_proxy::is_proxy_path(&crate::limits::decoded_path(path));
     if !body.is_empty()
+        && !proxied
         && let Some(error) = unsupported_body(&parts.method, &parts.headers)
     {
         return error_response(&error);
@@ -137,6 +141,10 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
     // future had added ~22 k instructions of copies per PATCH).
     // Made in its box (`boxed`): `Box::pin` had copied the ~21 KB state machine into it.
     let heavy = app.offload.is_heavy(body.len());
+    if proxied {
+        // Body and answer pass through as they are: no YAML, protobuf, indentation or gzip.
+        return proxy_answer(&app, started, parts, body, user).await;
+    }
     let work = boxed::pinned_in_place(|| answer(app.clone(), started, parts, body, user));
     if heavy {
         return app
@@ -146,6 +154,91 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
             .unwrap_or_else(|error| error_response(&error));
     }
     work.await
+}
+
+/// The context of a request whose body is read and whose caller is known.
+fn request_context(
+    parts: axum::http::request::Parts,
+    body: axum::body::Bytes,
+    user: User,
+) -> RequestContext {
+    RequestContext {
+        query: parts.uri.query().map(str::to_owned),
+        peer: parts
+            .extensions
+            .get::<Arc<crate::limits::Connection>>()
+            .and_then(|connection| connection.remote)
+            .or_else(|| {
+                parts
+                    .extensions
+                    .get::<ConnectInfo<std::net::SocketAddr>>()
+                    .map(|info| info.0)
+            }),
+        method: parts.method,
+        // Names are read from the decoded segments (`a%20b` names `a b`), as kube reads Go's
+        // `URL.Path`.
+        path: crate::limits::decoded_path(parts.uri.path()).into_owned(),
+        headers: parts.headers,
+        body,
+        user,
+    }
+}
+
+/// A request to a `proxy` subresource ([`resource_proxy`]): authorized as any subresource,
+/// then passed on, its body and its answer untouched.
+async fn proxy_answer(
+    app: &Arc<App>,
+    started: std::time::Instant,
+    parts: axum::http::request::Parts,
+    body: axum::body::Bytes,
+    user: User,
+) -> Response {
+    let context = request_context(parts, body, user);
+    let segments: Vec<&str> = context
+        .path
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    let rest = segments.get(2..).unwrap_or_default();
+    let result = async {
+        let target = Target::parse("", "v1", rest).ok_or_else(ApiError::path_not_found)?;
+        let resource = app
+            .resource("", "v1", target.plural)
+            .ok_or_else(ApiError::path_not_found)?;
+        if let Some(error) = scope_error(&resource, target) {
+            return Err(error);
+        }
+        let options = Options::parse(None)?;
+        authorize_resource(
+            app,
+            &context.user,
+            &context.method,
+            &resource.def,
+            target,
+            &options,
+        )?;
+        app.ensure_ready()?;
+        resource_proxy::serve(app, &context, target, &resource).await
+    }
+    .await;
+    let response = result.unwrap_or_else(|error| error_response(&error));
+    let plural = segments
+        .get(if segments.get(2) == Some(&"namespaces") {
+            4
+        } else {
+            2
+        })
+        .copied()
+        .unwrap_or_default()
+        .to_owned();
+    let verb = resource_proxy::verb_label(&context.method);
+    if !verb.is_empty() {
+        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        app.requests
+            .observe(verb, "", &plural, response.status().as_u16(), micros);
+    }
+    response
 }
 
 /// The rest of [`handle`] once the body is read and its caller known: the body's YAML decode,
@@ -174,26 +267,7 @@ async fn answer(
     };
     crate::audit::context::request_body(&body);
     crate::offload::phase_boundary().await;
-    let context = RequestContext {
-        query: parts.uri.query().map(str::to_owned),
-        peer: parts
-            .extensions
-            .get::<Arc<crate::limits::Connection>>()
-            .and_then(|connection| connection.remote)
-            .or_else(|| {
-                parts
-                    .extensions
-                    .get::<ConnectInfo<std::net::SocketAddr>>()
-                    .map(|info| info.0)
-            }),
-        method: parts.method,
-        // Names are read from the decoded segments (`a%20b` names `a b`), as kube reads Go's
-        // `URL.Path`.
-        path: crate::limits::decoded_path(parts.uri.path()).into_owned(),
-        headers: parts.headers,
-        body,
-        user,
-    };
+    let context = request_context(parts, body, user);
     let segments: Vec<&str> = context
         .path
         .trim_matches('/')
@@ -308,6 +382,7 @@ fn scope_error(resource: &Resource, target: Target<'_>) -> Option<ApiError> {
         && !(sub == "scale" && scale::paths(resource).is_some())
         && !pods::is_pod_subresource(def, sub)
         && !pod_streams::is_stream_subresource(def, sub)
+        && !resource_proxy::is_proxy_subresource(def, sub)
         && !token::is_token_subresource(def, sub)
         && !(sub == watchkeeper_api::ephemeral::SUBRESOURCE
             && watchkeeper_api::ephemeral::has_ephemeral_containers(def))
@@ -339,10 +414,17 @@ fn authorize_resource(
         target.name.is_some(),
         target.watch_path || options.watch,
     );
+    // A `proxy` subresource's verb is the method's alone (HEAD is `get`, OPTIONS none).
+    let name = match target.subresource {
+        Some(sub) if resource_proxy::is_proxy_subresource(def, sub) => {
+            std::borrow::Cow::Borrowed(resource_proxy::verb(method))
+        }
+        _ => verb.authorization_name(method),
+    };
     app.auth.authorize_request(
         user,
         &Attributes::Resource {
-            verb: &verb.authorization_name(method),
+            verb: &name,
             def,
             namespace: target.namespace.unwrap_or_default(),
             name: target.name.unwrap_or_default(),

@@ -58,6 +58,8 @@ pub struct App {
     pub openapi: super::openapi::OpenApiCache,
     /// The audit log, when a policy and a log path are configured (see `crate::audit`).
     pub audit: Option<std::sync::Arc<crate::audit::Audit>>,
+    /// The client of the `proxy` subresources (see `http::resource_proxy`).
+    pub resource_proxy: super::resource_proxy::ProxyClient,
 }
 
 impl App {

@@ -31,6 +31,7 @@
 //! | `max-watch-query-bytes` (the query strings of the server's open watches, added up: their selectors, parsed and held for the watch's life, ~18 times their text at worst) | 64 MiB | 429 TooManyRequests, `Retry-After: 1` |
 //! | `max-watch-query-bytes-per-user` (the same per [`Flow`]) | 4 MiB | 429 TooManyRequests, `Retry-After: 1` |
 //! | `max-connections` ([`connections`])           | descriptor limit less a tenth | an idle connection closed, else the new one closed unread |
+//! | `proxy-requests-max` (requests through `pods/proxy`, `services/proxy`, `nodes/proxy`, each until its answer's last byte; long-running, so outside the bounds above; `http::resource_proxy`) | 64 | 429 TooManyRequests `Too many requests, please try again later.`, `Retry-After: 1` |
 //!
 //! A 429 carries `details.retryAfterSeconds` and the `Retry-After` header, as kube-apiserver's
 //! max-in-flight filter does. `0` turns the in-flight and watch limits off (kube's convention).
@@ -275,11 +276,14 @@ pub enum Limit {
     /// An HTTP/2 connection closed (GOAWAY): its client cancelled most of its streams (HTTP/2
     /// "rapid reset", see `Activity::too_many_resets`).
     Http2Resets,
+    /// A request through a `proxy` subresource past `--proxy-requests-max`
+    /// (`http::resource_proxy`).
+    ProxyRequests,
 }
 
 impl Limit {
     /// Every limit, in the order `/metrics` lists them.
-    pub const ALL: [Limit; 25] = [
+    pub const ALL: [Limit; 26] = [
         Limit::Header,
         Limit::RequestBody,
         Limit::BodyTimeout,
@@ -305,6 +309,7 @@ impl Limit {
         Limit::Http2Resets,
         Limit::WatchQueryBytes,
         Limit::WatchQueryBytesPerUser,
+        Limit::ProxyRequests,
     ];
 
     /// The metric label.
@@ -336,6 +341,7 @@ impl Limit {
             Limit::Http2Resets => "http2_resets",
             Limit::WatchQueryBytes => "watch_query_bytes",
             Limit::WatchQueryBytesPerUser => "watch_query_bytes_per_user",
+            Limit::ProxyRequests => "proxy_requests",
         }
     }
 }

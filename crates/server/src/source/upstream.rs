@@ -912,6 +912,51 @@ impl UpstreamSource {
     }
 }
 
+/// A request through a `proxy` subresource (`pods/p/proxy/...`, see `http::resource_proxy`),
+/// forwarded to the upstream as it came.
+pub struct ProxiedRequest<'a> {
+    /// The method.
+    pub method: &'a Method,
+    /// The escaped path and query, as the client sent them.
+    pub path_and_query: &'a str,
+    /// The headers to pass on (the caller's credentials and hop-by-hop headers removed).
+    pub headers: HeaderMap,
+    /// The body.
+    pub body: Bytes,
+    /// The caller (impersonated with `--upstream-impersonate`).
+    pub user: &'a User,
+}
+
+impl UpstreamSource {
+    /// Sends a `proxy` subresource's request to the upstream unchanged and answers with its
+    /// status, headers and body, the body streamed as it arrives (never read whole).
+    ///
+    /// # Errors
+    /// 503 when the upstream cannot be reached.
+    pub async fn forward_proxied(
+        &self,
+        request: ProxiedRequest<'_>,
+    ) -> Result<axum::http::Response<kube::client::Body>, ApiError> {
+        let mut builder = Request::builder()
+            .method(request.method.clone())
+            .uri(request.path_and_query);
+        if let Some(headers) = builder.headers_mut() {
+            *headers = request.headers;
+        }
+        if self.impersonate {
+            for (name, value) in impersonation(request.user) {
+                builder = builder.header(name, value);
+            }
+        }
+        let http = builder
+            .body(kube::client::Body::from(request.body.to_vec()))
+            .map_err(|e| ApiError::bad_request(format!("cannot forward the request: {e}")))?;
+        self.client.send(http).await.map_err(|e| {
+            ApiError::service_unavailable(format!("cannot reach the upstream API server: {e}"))
+        })
+    }
+}
+
 /// The upstream path and query of a request for `def`.
 fn path_and_query(request: &ResourceRequest<'_>, def: &ResourceDef) -> String {
     let target = &request.target;

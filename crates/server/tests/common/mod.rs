@@ -377,6 +377,21 @@ where
         + Send
         + 'static,
 {
+    https_server_on(std::net::Ipv4Addr::LOCALHOST.into(), names, handle).await
+}
+
+/// [`https_server`] listening on `ip`.
+pub async fn https_server_on<F, Fut>(
+    ip: std::net::IpAddr,
+    names: &[&str],
+    handle: F,
+) -> (u16, String)
+where
+    F: Fn(hyper::Request<hyper::body::Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = hyper::Response<http_body_util::Full<bytes::Bytes>>>
+        + Send
+        + 'static,
+{
     use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
     use rustls_pki_types::pem::PemObject;
     use rustls_pki_types::{CertificateDer, PrivateKeyDer};
@@ -401,7 +416,7 @@ where
     )
     .unwrap();
     let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(async move {
         loop {

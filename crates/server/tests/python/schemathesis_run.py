@@ -57,6 +57,14 @@ N = os.environ.get("N", "10")
 PHASES = os.environ.get("PHASES", "examples,fuzzing,stateful")
 GV = os.environ.get("GV", "").split()
 OUT = os.environ.get("OUT", os.path.join(os.environ.get("CARGO_TARGET_DIR", "target"), "schemathesis", "out"))
+# The `proxy` subresources' connect operations (`pods/{name}/proxy[/{path}]`, services',
+# nodes') are left out. Their kube answers are 5xx by design when a backend is missing or
+# unreachable (kube's 503 `no endpoints available for service "s"`, `error trying to reach
+# service: ...`, a node's 500 `no preferred addresses found; ...`), which `not_a_server_error`
+# would report, and an object the fuzzer made could point them at any address on the network
+# (a connection to it waits up to --proxy-connect-timeout-ms). They are tested against a real
+# backend in crates/server/tests/proxy_subresources.rs.
+PROXY_PATHS = r"/proxy(/\{path\})?$"
 CHECKS = [
     "not_a_server_error",
     "response_schema_conformance",
@@ -337,6 +345,7 @@ def main():
                    "--checks", ",".join(CHECKS), "--max-examples", N, "--seed", SEED,
                    "--workers", "1", "--request-timeout", "30", "--no-color",
                    "--phases", PHASES,
+                   "--exclude-path-regex", PROXY_PATHS,
                    "--report", "ndjson", "--report-ndjson-path", ndjson]
             env = dict(os.environ, SCHEMATHESIS_HOOKS="schemathesis_hooks",
                        PYTHONPATH=HERE + os.pathsep + os.environ.get("PYTHONPATH", ""))

@@ -235,7 +235,7 @@ fn bundle_roots(ca_bundle: &str) -> Result<RootCertStore, String> {
 }
 
 /// A failed call's cause as Go's client prints the common ones.
-fn go_cause(error: &hyper_util::client::legacy::Error, authority: &str) -> String {
+pub(crate) fn go_cause(error: &hyper_util::client::legacy::Error, authority: &str) -> String {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
     let mut chain = Vec::new();
     while let Some(cause) = source {
