@@ -5932,7 +5932,7 @@ async fn a_table_of_an_endpoint_without_tables_is_406() {
 async fn a_definition_travels_in_protobuf_as_client_go_sends_it() {
     use k8s_pb::apiextensions_apiserver::pkg::apis::apiextensions::v1 as ext;
     use k8s_pb::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-    use k8s_pb::apimachinery::pkg::runtime::{TypeMeta, Unknown};
+    use k8s_pb::apimachinery::pkg::runtime::Unknown;
     use prost::Message;
     let server = server().await;
     let addr = server.addr;
@@ -6032,18 +6032,7 @@ async fn a_definition_travels_in_protobuf_as_client_go_sends_it() {
         }),
         status: None,
     };
-    let envelope = |api_version: &str, kind: &str, raw: Vec<u8>| {
-        let unknown = Unknown {
-            type_meta: Some(TypeMeta {
-                api_version: Some(api_version.to_owned()),
-                kind: Some(kind.to_owned()),
-            }),
-            raw: Some(raw),
-            content_encoding: Some(String::new()),
-            content_type: Some(String::new()),
-        };
-        [b"k8s\0".as_slice(), &unknown.encode_to_vec()].concat()
-    };
+    let envelope = protobuf_envelope;
     let body = envelope(
         "apiextensions.k8s.io/v1",
         "CustomResourceDefinition",

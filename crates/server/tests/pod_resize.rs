@@ -13,9 +13,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 use watchkeeper::config::ServeArgs;
 
-use common::{
-    WatchReader, get_json, request, request_with_headers, send_json, server, server_with,
-};
+use common::{WatchReader, get_json, patch, request_with_headers, send_json, server, server_with};
 use kubectl_support::Kubectl;
 
 const PODS: &str = "/api/v1/namespaces/default/pods";
@@ -32,17 +30,6 @@ async fn create_pod(addr: std::net::SocketAddr, namespace_pods: &str, name: &str
     let (status, body) = send_json(addr, "POST", namespace_pods, &pod(name)).await;
     assert_eq!(status, 201, "{body}");
     body
-}
-
-/// A patch of `path` with `content_type`: its status and body.
-async fn patch(
-    addr: std::net::SocketAddr,
-    path: &str,
-    content_type: &str,
-    body: &str,
-) -> (u16, Value) {
-    let (status, text) = request(addr, "PATCH", path, content_type, body).await;
-    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
 }
 
 fn resources(pod: &Value) -> &Value {

@@ -9,7 +9,7 @@ mod common;
 
 use serde_json::{Value, json};
 
-use common::{WatchReader, get_json, request, send_json, write_warned, written};
+use common::{WatchReader, get_json, patch, request, send_json, write_warned, written};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
@@ -24,16 +24,6 @@ async fn list_rv(addr: std::net::SocketAddr) -> String {
     let (status, list) = get_json(addr, CMS).await;
     assert_eq!(status, 200, "{list}");
     rv(&list)
-}
-
-async fn patch(
-    addr: std::net::SocketAddr,
-    path: &str,
-    content_type: &str,
-    body: &str,
-) -> (u16, Value) {
-    let (status, body) = request(addr, "PATCH", path, content_type, body).await;
-    (status, serde_json::from_str(&body).unwrap_or(Value::Null))
 }
 
 /// Every write with `dryRun=All` answers what it would have done, and the store, the caches
@@ -2122,22 +2112,10 @@ async fn subresources_take_protobuf_bodies_as_typed_clients_send_them() {
     use k8s_pb::api::core::v1::{Binding, ObjectReference};
     use k8s_pb::api::policy::v1::Eviction;
     use k8s_pb::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-    use k8s_pb::apimachinery::pkg::runtime::{TypeMeta, Unknown};
     use prost::Message;
     let server = common::server().await;
     let addr = server.addr;
-    let envelope = |api_version: &str, kind: &str, raw: Vec<u8>| {
-        let unknown = Unknown {
-            type_meta: Some(TypeMeta {
-                api_version: Some(api_version.to_owned()),
-                kind: Some(kind.to_owned()),
-            }),
-            raw: Some(raw),
-            content_encoding: Some(String::new()),
-            content_type: Some(String::new()),
-        };
-        [b"k8s\0".as_slice(), &unknown.encode_to_vec()].concat()
-    };
+    let envelope = common::protobuf_envelope;
     let send = |method: &'static str, path: String, body: Vec<u8>| async move {
         let got = watchkeeper_testkit::request(
             addr,

@@ -146,6 +146,31 @@ pub async fn written(addr: SocketAddr, method: &str, path: &str, object: &Value)
     body
 }
 
+/// A patch of `path` with `content_type` (`Connection: close`): its status and body (JSON,
+/// `Null` when not); fails the test on a hang.
+pub async fn patch(addr: SocketAddr, path: &str, content_type: &str, body: &str) -> (u16, Value) {
+    let (status, text) = request(addr, "PATCH", path, content_type, body).await;
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+/// A Kubernetes protobuf body as client-go writes it: the magic `k8s\0`, then a
+/// `runtime.Unknown` (encoded by k8s-pb's generated types, not the server's) whose `typeMeta`
+/// is `api_version` and `kind` and whose `raw` is the object's own message.
+pub fn protobuf_envelope(api_version: &str, kind: &str, raw: Vec<u8>) -> Vec<u8> {
+    use k8s_pb::apimachinery::pkg::runtime::{TypeMeta, Unknown};
+    use prost::Message;
+    let unknown = Unknown {
+        type_meta: Some(TypeMeta {
+            api_version: Some(api_version.to_owned()),
+            kind: Some(kind.to_owned()),
+        }),
+        raw: Some(raw),
+        content_encoding: Some(String::new()),
+        content_type: Some(String::new()),
+    };
+    [b"k8s\0".as_slice(), &unknown.encode_to_vec()].concat()
+}
+
 /// One write (`Connection: close`); its status, body (JSON, `Null` when not) and `Warning`
 /// header values; fails the test on a hang.
 pub async fn write_warned(
