@@ -15,7 +15,8 @@ Fails (exit 1) on what a client must never see or the server must never do:
 - a 5xx other than 503 and 504 (kube's own 500s are allowed: for an apply of a field outside
   the schema, `failed to create typed patch object`; where json-patch v4 panics; for the
   strategic merge errors kube-apiserver gives no status of their own, `unknown patch type`,
-  `does not contain declared merge key`, ...);
+  `does not contain declared merge key`, ...; a node's proxy without a preferred address, `no
+  preferred addresses found`);
 - a 4xx answer in JSON that is not a `Status`;
 - a connection closed without an answer;
 - the cache differing from the store (`consistency check failed` in the server's log: the
@@ -93,7 +94,7 @@ QP={"watch":lambda: rnd.choice(["true","1","false","x",""]),"resourceVersion":rv
 "pretty":lambda: rnd.choice(["true","x"]),"propagationPolicy":lambda: rnd.choice(["Foreground","Background","Orphan","x"]),"gracePeriodSeconds":lambda: rnd.choice(["0","-1","30","x","99999999999999999"]),
 "fieldValidation":lambda: rnd.choice(["Strict","Warn","Ignore","x"]),"orphanDependents":lambda: rnd.choice(["true","x"]),"timeout":lambda: rnd.choice(["1s","x","-1s","10ms"]),"includeObject":lambda: rnd.choice(["None","Object","Metadata","x"]),"container":lambda:"c"}
 CT=["application/json","application/yaml","application/merge-patch+json","application/strategic-merge-patch+json","application/json-patch+json","application/apply-patch+yaml","application/vnd.kubernetes.protobuf","text/plain","application/json;charset=utf-8","application/apply-patch+cbor","application/cbor",""]
-AC=["application/json","application/yaml","application/vnd.kubernetes.protobuf","application/json;as=Table;v=v1;g=meta.k8s.io","application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io","application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io","application/vnd.kubernetes.protobuf;stream=watch","*/*","text/html","application/cbor","application/json;as=Table;v=v1beta1;g=meta.k8s.io","application/json;as=APIGroupDiscoveryList;v=v2;g=apidiscovery.k8s.io"]
+AC=["application/json","application/yaml","application/vnd.kubernetes.protobuf","application/json;as=Table;v=v1;g=meta.k8s.io","application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io","application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io","application/vnd.kubernetes.protobuf;stream=watch","*/*","text/html","application/cbor","application/json;as=Table;v=v1beta1;g=meta.k8s.io","application/json;as=APIGroupDiscoveryList;v=v2;g=apidiscovery.k8s.io","application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json","application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1","application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1"]
 def rand_val(d=0):
     c=rnd.random()
     if d>3 or c<0.3: return rnd.choice([None,True,False,0,-1,1.5,1e300,2**63,-2**63-1,"","x","1Gi","100m","2026-01-01T00:00:00Z","a"*300,{"a":1},[],[1,"x"]])
@@ -198,6 +199,9 @@ KUBE_500_TEXTS = (
     b" does not contain declared merge key: ",
     b"expected a []interface {}, but received a ",
     b"merging lists cannot yet be specified in the patch",
+    # nodes/{name}/proxy of a node without an address of a preferred type (kube's
+    # NodeConnectionInfoGetter).
+    b"no preferred addresses found; known addresses: ",
 )
 
 
