@@ -716,3 +716,80 @@ async fn a_client_that_completes_the_handshake_and_sends_nothing_is_closed() {
     assert_eq!(code, 200, "{body}");
     server.shutdown().await;
 }
+
+/// `kube-system/extension-apiserver-authentication` publishes `--client-ca-file`'s
+/// certificates as kube-apiserver's cluster authentication trust controller does (aggregated
+/// API servers, metrics-server and webhooks read it): created at start; a client's edit that
+/// replaces the CA with another and adds keys gets the server's CA added back after the
+/// other, its `requestheader-*` key kept and any other key dropped; deleted, it is written
+/// again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_ca_is_published_for_extension_api_servers() {
+    let pki = Pki::new("test-ca");
+    let server = tls_server(&pki).await;
+    let admin = Kubectl::with_kubeconfig(&kubeconfig(&server, &pki.ca_pem, "{token: admin-token}"));
+    let name = "configmap/extension-apiserver-authentication";
+    let ours = pki.ca_pem.replace("\r\n", "\n");
+    let read = || async { admin.json(&["get", "-n", "kube-system", name]).await };
+    // Until the controller's write is there (a loop of reads, bounded by the hang guard).
+    let until_data = |wanted: Value| {
+        let read = &read;
+        async move {
+            tokio::time::timeout(common::HANG_GUARD, async {
+                loop {
+                    let got = read().await;
+                    if got["data"] == wanted {
+                        return got;
+                    }
+                    tokio::task::yield_now().await;
+                }
+            })
+            .await
+            .expect("the ConfigMap written")
+        }
+    };
+    admin
+        .ok(&[
+            "wait",
+            "-n",
+            "kube-system",
+            "--for=create",
+            name,
+            "--timeout=60s",
+        ])
+        .await;
+    until_data(json!({"client-ca-file": ours})).await;
+
+    let other = Pki::new("other-ca").ca_pem.replace("\r\n", "\n");
+    let headers = r#"["X-Remote-Group"]"#;
+    let patch = json!({"data": {"client-ca-file": other, "junk": "x",
+        "requestheader-group-headers": headers}});
+    admin
+        .ok(&[
+            "patch",
+            "-n",
+            "kube-system",
+            name,
+            "--type=merge",
+            "-p",
+            &patch.to_string(),
+        ])
+        .await;
+    until_data(json!({"client-ca-file": format!("{other}{ours}"),
+        "requestheader-group-headers": headers}))
+    .await;
+
+    admin.ok(&["delete", "-n", "kube-system", name]).await;
+    admin
+        .ok(&[
+            "wait",
+            "-n",
+            "kube-system",
+            "--for=create",
+            name,
+            "--timeout=60s",
+        ])
+        .await;
+    until_data(json!({"client-ca-file": ours})).await;
+    server.shutdown().await;
+}

@@ -32,6 +32,17 @@
 //! written back. One whose `ca.crt` another server's publisher wrote is left as it is (servers
 //! sharing a store with different bundles would otherwise rewrite each other's without end;
 //! give them the same `--root-ca-file`, and delete the ConfigMaps after changing it).
+//!
+//! And, with `--client-ca-file`, `kube-system` gets kube-apiserver's
+//! `extension-apiserver-authentication` ConfigMap (its cluster authentication trust
+//! controller; aggregated API servers, metrics-server and webhooks read the client CA from
+//! it): `client-ca-file` holds the certificates it held and then those of `--client-ca-file`
+//! it did not (kube's `combineUniqueCertificates`: servers sharing a store with different
+//! client CAs each add theirs, and a rotation keeps the old one), `requestheader-*` keys are
+//! kept as they are, any other key is dropped (kube rebuilds the data from what it reads); a
+//! deleted or changed ConfigMap is written again. A `client-ca-file` that does not parse is
+//! replaced (kube's controller fails and retries on it). This server has no request-header
+//! authentication, so it adds no `requestheader-*` key.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -98,6 +109,83 @@ pub struct NamespaceController {
     /// What every namespace's `kube-root-ca.crt` says (PEM; empty without TLS), `None` when
     /// `--enable-root-ca-cert-publisher` is off.
     root_ca: Option<String>,
+    /// The certificates of `--client-ca-file` (PEM), published in `kube-system`'s
+    /// `extension-apiserver-authentication`; `None` without the flag.
+    client_ca: Option<String>,
+}
+
+/// kube-apiserver's cluster authentication trust ConfigMap, in [`AUTHENTICATION_NAMESPACE`].
+const AUTHENTICATION_CONFIG_MAP: &str = "extension-apiserver-authentication";
+
+/// Where [`AUTHENTICATION_CONFIG_MAP`] is.
+const AUTHENTICATION_NAMESPACE: &str = "kube-system";
+
+/// Its key for the client CA bundle.
+const CLIENT_CA_KEY: &str = "client-ca-file";
+
+/// The certificate blocks of a PEM bundle, each written as [`pem_text`] writes it (so equal
+/// certificates compare equal); `None` when it does not parse.
+fn certificate_blocks(bundle: &str) -> Option<Vec<String>> {
+    let blocks = pem::parse_many(bundle).ok()?;
+    Some(
+        blocks
+            .iter()
+            .filter(|block| block.tag() == "CERTIFICATE")
+            .map(|block| pem_text(block.contents()))
+            .collect(),
+    )
+}
+
+fn pem_text(der: &[u8]) -> String {
+    let config = pem::EncodeConfig::new().set_line_ending(pem::LineEnding::LF);
+    pem::encode_config(&pem::Pem::new("CERTIFICATE", der), config)
+}
+
+/// What kube's cluster authentication trust controller writes to
+/// `kube-system/extension-apiserver-authentication`, which is `existing` (`None`: absent), for
+/// it to hold the certificates of `client_ca` (see the module docs): nothing when it does.
+fn authentication_write(existing: Option<&Value>, client_ca: &str) -> Option<Collect<'static>> {
+    let data = existing
+        .and_then(|body| body.get("data"))
+        .and_then(Value::as_object);
+    let mut certificates = data
+        .and_then(|data| data.get(CLIENT_CA_KEY))
+        .and_then(Value::as_str)
+        .and_then(certificate_blocks)
+        .unwrap_or_default();
+    for certificate in certificate_blocks(client_ca).unwrap_or_default() {
+        if !certificates.contains(&certificate) {
+            certificates.push(certificate);
+        }
+    }
+    let mut wanted: serde_json::Map<String, Value> = data
+        .into_iter()
+        .flatten()
+        .filter(|(key, _)| key.starts_with("requestheader-"))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
+    if !certificates.is_empty() {
+        wanted.insert(CLIENT_CA_KEY.to_owned(), json!(certificates.concat()));
+    }
+    let Some(body) = existing else {
+        return Some(Collect::Create(
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": AUTHENTICATION_CONFIG_MAP, "namespace": AUTHENTICATION_NAMESPACE},
+            "data": wanted}),
+        ));
+    };
+    if body.get("data").and_then(Value::as_object) == Some(&wanted) {
+        return None;
+    }
+    // A merge patch that leaves `data` exactly `wanted`.
+    let mut patch: serde_json::Map<String, Value> = data
+        .into_iter()
+        .flatten()
+        .filter(|(key, _)| !wanted.contains_key(*key))
+        .map(|(key, _)| (key.clone(), Value::Null))
+        .collect();
+    patch.extend(wanted);
+    Some(Collect::Patch(json!({"data": patch})))
 }
 
 fn is_namespaces(def: &ResourceDef) -> bool {
@@ -171,11 +259,13 @@ fn is_config_maps(def: &ResourceDef) -> bool {
 
 impl NamespaceController {
     /// A controller that knows of no namespace yet and publishes `root_ca` in each (none:
-    /// no `kube-root-ca.crt`).
+    /// no `kube-root-ca.crt`), and `client_ca` (`--client-ca-file`'s certificates, PEM) in
+    /// `kube-system/extension-apiserver-authentication` (none: no such ConfigMap).
     #[must_use]
-    pub fn new(root_ca: Option<String>) -> Arc<NamespaceController> {
+    pub fn new(root_ca: Option<String>, client_ca: Option<String>) -> Arc<NamespaceController> {
         Arc::new(NamespaceController {
             root_ca,
+            client_ca,
             ..NamespaceController::default()
         })
     }
@@ -273,6 +363,41 @@ impl NamespaceController {
         }
     }
 
+    /// Gives `kube-system` kube-apiserver's `extension-apiserver-authentication` ConfigMap with
+    /// `--client-ca-file`'s certificates, or writes back the one it has when it lacks them or
+    /// says anything else (see the module docs).
+    async fn ensure_authentication_info(
+        &self,
+        source: &StoreSource,
+        served: &[Arc<crate::cache::Resource>],
+        fresh: &Freshness,
+        revision: Revision,
+    ) -> Result<(), watchkeeper_api::ApiError> {
+        let Some(client_ca) = &self.client_ca else {
+            return Ok(());
+        };
+        let Some(config_maps) = served.iter().find(|r| is_config_maps(&r.def)) else {
+            return Ok(());
+        };
+        fresh.wait(config_maps.cache(), revision).await?;
+        let key = watchkeeper_core::object_key(AUTHENTICATION_NAMESPACE, AUTHENTICATION_CONFIG_MAP);
+        let existing = config_maps.cache().get(&key).0;
+        let Some(write) = authentication_write(existing.as_ref().map(|o| o.body()), client_ca)
+        else {
+            return Ok(());
+        };
+        Self::keep(
+            source,
+            fresh,
+            served,
+            config_maps,
+            "cluster-authentication-trust",
+            (AUTHENTICATION_NAMESPACE, AUTHENTICATION_CONFIG_MAP),
+            write,
+        )
+        .await
+    }
+
     /// Gives the active `namespace` its `kube-root-ca.crt` ConfigMap, or writes back the one it
     /// has when it says anything else (kube's root-ca-cert-publisher).
     async fn ensure_root_ca(
@@ -332,6 +457,10 @@ impl NamespaceController {
         if body.pointer("/metadata/deletionTimestamp").is_none() {
             self.lock().terminating.remove(namespace);
             Self::ensure_service_account(source, &served, fresh, namespace, revision).await?;
+            if namespace == AUTHENTICATION_NAMESPACE {
+                self.ensure_authentication_info(source, &served, fresh, revision)
+                    .await?;
+            }
             return self
                 .ensure_root_ca(source, &served, fresh, namespace, revision)
                 .await;
@@ -601,6 +730,9 @@ impl Observer for NamespaceController {
                     && (state.terminating.contains(namespace)
                         || (accounts && name == DEFAULT_SERVICE_ACCOUNT)))
                     || (config_maps && name == ROOT_CA_CONFIG_MAP)
+                    || (config_maps
+                        && namespace == AUTHENTICATION_NAMESPACE
+                        && name == AUTHENTICATION_CONFIG_MAP)
                 {
                     state.queued.insert(namespace.to_owned());
                 }

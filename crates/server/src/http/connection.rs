@@ -213,6 +213,26 @@ pub fn root_ca_bundle(tls: &TlsConfig) -> Result<String, TlsSetupError> {
         .collect())
 }
 
+/// The certificates of `--client-ca-file` as a PEM bundle (one block after another), `None`
+/// without it: what kube-apiserver publishes as `client-ca-file` in
+/// `kube-system/extension-apiserver-authentication`.
+///
+/// # Errors
+/// The file cannot be read or holds no certificate.
+pub fn client_ca_bundle(tls: &TlsConfig) -> Result<Option<String>, TlsSetupError> {
+    let Some(path) = &tls.client_ca_file else {
+        return Ok(None);
+    };
+    let certs = read_pem_certs("--client-ca-file", path)?;
+    let config = pem::EncodeConfig::new().set_line_ending(pem::LineEnding::LF);
+    Ok(Some(
+        certs
+            .iter()
+            .map(|cert| pem::encode_config(&pem::Pem::new("CERTIFICATE", cert.as_ref()), config))
+            .collect(),
+    ))
+}
+
 /// Builds the rustls configuration (ring provider, TLS 1.2 and 1.3, ALPN h2 then http/1.1),
 /// or `None` without TLS.
 ///
