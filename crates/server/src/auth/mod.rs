@@ -104,6 +104,7 @@
 //! escalation by the upstream.
 
 pub mod cel;
+pub mod jwt;
 pub mod rbac;
 pub mod serviceaccount;
 
@@ -177,6 +178,9 @@ pub enum AuthFileError {
         #[source]
         source: LineError,
     },
+    /// A JWT authenticator cannot be made.
+    #[error("{0}")]
+    Jwt(String),
     /// The service account signing key cannot be used.
     #[error(transparent)]
     Key(#[from] serviceaccount::KeyError),
@@ -340,6 +344,8 @@ pub struct Auth {
     /// The service account token issuer and verifier (`None` in caching-proxy mode, where
     /// the upstream issues tokens).
     service_accounts: Option<Arc<serviceaccount::ServiceAccountTokens>>,
+    /// The JWT (OIDC) authenticators (`--authentication-config`, `--oidc-*`).
+    jwt: Option<Arc<jwt::Jwt>>,
     /// The authorizers in order (`--authorization-mode`).
     modes: Vec<AuthorizationMode>,
     /// The RBAC authorizer, when `RBAC` is one of the modes.
@@ -366,6 +372,7 @@ impl Auth {
             policies: None,
             client_certificates: false,
             service_accounts: None,
+            jwt: None,
             modes: vec![AuthorizationMode::AlwaysAllow],
             rbac: None,
         }
@@ -409,6 +416,7 @@ impl Auth {
             policies,
             client_certificates: false,
             service_accounts: None,
+            jwt: None,
             modes,
             rbac: None,
         })
@@ -430,6 +438,33 @@ impl Auth {
     ) -> Auth {
         self.service_accounts = tokens;
         self
+    }
+
+    /// Accepts the JWTs of `jwt`'s issuers (see [`jwt`]).
+    #[must_use]
+    pub fn with_jwt(mut self, jwt: Option<Arc<jwt::Jwt>>) -> Auth {
+        self.jwt = jwt;
+        self
+    }
+
+    /// Before authenticating a request: a JWT of a configured issuer naming a key not yet
+    /// loaded waits for (at most) one bounded refetch of that issuer's keys ([`jwt::Jwt::prepare`]).
+    pub async fn prepare(&self, headers: &HeaderMap) {
+        if let Some(jwt) = &self.jwt
+            && let Some(token) = bearer_token(headers)
+        {
+            jwt.prepare(token).await;
+        }
+    }
+
+    /// The user of a bearer JWT of a configured issuer, `None` for any other token (or none).
+    fn jwt_user(&self, headers: &HeaderMap) -> Option<Result<User, ApiError>> {
+        let jwt = self.jwt.as_ref()?;
+        let presented = bearer_token(headers)?;
+        Some(jwt.authenticate(presented)?.map_err(|reason| {
+            tracing::debug!(%reason, "JWT refused");
+            unauthorized()
+        }))
     }
 
     /// Authorizes with `modes` in order (`--authorization-mode`; empty keeps the default:
@@ -506,6 +541,14 @@ impl Auth {
         {
             return tokens.verify(token, audiences, serviceaccount::now_unix());
         }
+        if let Some(result) = self.jwt.as_ref().and_then(|jwt| jwt.authenticate(token)) {
+            let audiences = if audiences.is_empty() {
+                api_audiences()
+            } else {
+                audiences.to_vec()
+            };
+            return result.map(|user| (user, audiences));
+        }
         let mut found = None;
         for (known, user) in self.tokens.iter().flatten() {
             if constant_time_eq(known, token.as_bytes()) {
@@ -548,7 +591,13 @@ impl Auth {
         if let Some(user) = self.service_account_user(headers) {
             return user;
         }
-        if self.tokens.is_none() && self.client_certificates && !OPEN_PATHS.contains(&path) {
+        if let Some(user) = self.jwt_user(headers) {
+            return user;
+        }
+        if self.tokens.is_none()
+            && (self.client_certificates || self.jwt.is_some())
+            && !OPEN_PATHS.contains(&path)
+        {
             return Err(unauthorized());
         }
         self.authenticate(path, headers)
@@ -557,7 +606,7 @@ impl Auth {
     /// Whether requests need a token.
     #[must_use]
     pub fn authentication_enabled(&self) -> bool {
-        self.tokens.is_some() || self.client_certificates
+        self.tokens.is_some() || self.client_certificates || self.jwt.is_some()
     }
 
     /// Who sent a request. Open paths and servers without a token file give the anonymous user.
@@ -568,7 +617,13 @@ impl Auth {
         if let Some(user) = self.service_account_user(headers) {
             return user;
         }
+        if let Some(user) = self.jwt_user(headers) {
+            return user;
+        }
         let Some(tokens) = &self.tokens else {
+            if self.jwt.is_some() && !OPEN_PATHS.contains(&path) {
+                return Err(unauthorized());
+            }
             return Ok(User::anonymous());
         };
         if OPEN_PATHS.contains(&path) {
