@@ -1577,6 +1577,7 @@ mod tests {
             ),
             client_certificates: false,
             service_accounts: None,
+            jwt: None,
             modes: vec![AuthorizationMode::Abac],
             rbac: None,
         };
@@ -1740,6 +1741,7 @@ mod tests {
             )),
             client_certificates: false,
             service_accounts: None,
+            jwt: None,
             modes: vec![AuthorizationMode::Abac],
             rbac: None,
         };
