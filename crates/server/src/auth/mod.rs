@@ -40,6 +40,15 @@
 //! otherwise be anonymous, as kube-apiserver refuses a bad token rather than ignoring it.
 //! Other tokens go to the token file as before. A verified client certificate still wins.
 //!
+//! ## Authentication: JWT (OIDC) tokens
+//! With `--authentication-config` or the `--oidc-*` flags, a bearer JWT whose (unverified)
+//! `iss` is a configured issuer is verified by [`jwt`] (keys from the issuer's JWKS, `aud`,
+//! `exp`, `nbf`, claim mappings and validation rules) and authenticates as the mapped user in
+//! `system:authenticated`, or is refused with 401; other tokens go on to the token file. As
+//! with a token file, requests without credentials then get 401 (except [`OPEN_PATHS`]). The
+//! audit and limits layers first await [`Auth::prepare`], which refetches an issuer's keys
+//! (bounded, see [`jwt`]) for a token naming a key not yet loaded.
+//!
 //! ## Impersonation
 //! An authenticated caller may act as another user with kube-apiserver's headers
 //! `Impersonate-User`, `Impersonate-Group` (repeated) and `Impersonate-Uid`

@@ -1934,6 +1934,19 @@ mod tests {
                 limits.request_body_bytes_max.to_string(),
             ),
             ("max-header-bytes", limits.header_bytes_max.to_string()),
+            (
+                "jwt-token-bytes-max",
+                config.jwt.token_bytes_max.to_string(),
+            ),
+            (
+                "jwt-keys-refresh-interval-ms",
+                millis(config.jwt.keys_refresh_interval),
+            ),
+            ("jwt-issuer-timeout-ms", millis(config.jwt.issuer_timeout)),
+            (
+                "jwt-issuer-response-bytes-max",
+                config.jwt.issuer_response_bytes_max.to_string(),
+            ),
             ("max-invalid-causes", limits.invalid_causes_max.to_string()),
             (
                 "request-read-timeout-seconds",
