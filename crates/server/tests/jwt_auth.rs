@@ -538,13 +538,28 @@ fn bad_configurations_refuse_to_start_with_kubes_words() {
     );
     let cel = write(
         "cel.yaml",
-        "apiVersion: apiserver.config.k8s.io/v1beta1\nkind: AuthenticationConfiguration\njwt:\n- issuer: {url: \"https://issuer.example\", audiences: [a]}\n  claimMappings: {username: {expression: \"claims.sub\"}}\n",
+        "apiVersion: apiserver.config.k8s.io/v1beta1\nkind: AuthenticationConfiguration\njwt:\n- issuer: {url: \"https://issuer.example\", audiences: [a]}\n  claimMappings: {username: {expression: \"claims.sub +\"}}\n",
     );
     let error = refused(ServeArgs {
         authentication_config: Some(cel),
         ..ServeArgs::default()
     });
-    assert!(error.contains("jwt[0].claimMappings.username.expression: Unsupported value: not supported by watchkeeper"), "{error}");
+    assert!(
+        error.starts_with("jwt[0].claimMappings.username.expression: Invalid value: \"claims.sub +\": compilation failed: ERROR: <input>:1:"),
+        "{error}"
+    );
+    let extra = write(
+        "extra.yaml",
+        "apiVersion: apiserver.config.k8s.io/v1beta1\nkind: AuthenticationConfiguration\njwt:\n- issuer: {url: \"https://issuer.example\", audiences: [a]}\n  claimMappings:\n    username: {claim: sub, prefix: \"\"}\n    extra: [{key: example.com/team, valueExpression: claims.team}]\n",
+    );
+    let error = refused(ServeArgs {
+        authentication_config: Some(extra),
+        ..ServeArgs::default()
+    });
+    assert_eq!(
+        error,
+        "jwt[0].claimMappings.extra: Unsupported value: not supported by watchkeeper"
+    );
     let unknown = write(
         "unknown.yaml",
         "apiVersion: apiserver.config.k8s.io/v1beta1\nkind: AuthenticationConfiguration\njwt:\n- issuer: {url: \"https://issuer.example\", audiences: [a], bogus: 1}\n  claimMappings: {username: {claim: sub, prefix: \"\"}}\n",
@@ -624,4 +639,49 @@ async fn kubectl_auth_whoami_with_a_jwt() {
     let review: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(review["status"]["userInfo"]["username"], "oidc:alice");
     assert_eq!(review["status"]["userInfo"]["uid"], "uid-alice");
+}
+
+/// CEL: username, groups and uid expressions over `claims`, a claim validation expression and
+/// a user validation rule, as kube evaluates them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cel_expressions_map_and_validate() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = ec_key("k");
+    let issuer = TestIssuer::start(&[&key]).await;
+    let path = dir.path().join("cel.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: apiserver.config.k8s.io/v1beta1\nkind: AuthenticationConfiguration\njwt:\n- issuer:\n    url: {}\n    audiences: [watchkeeper]\n    certificateAuthority: |\n{}  claimValidationRules:\n  - expression: \"claims.email_verified == true\"\n    message: email must be verified\n  claimMappings:\n    username: {{expression: \"'cel:' + claims.email\"}}\n    groups: {{expression: \"claims.groups.map(g, 'team-' + g)\"}}\n    uid: {{expression: \"claims.sub + '-id'\"}}\n  userValidationRules:\n  - expression: \"!user.username.startsWith('cel:root')\"\n    message: no root\n",
+            issuer.url,
+            indent(&issuer.ca)
+        ),
+    )
+    .unwrap();
+    let server = common::server_with(ServeArgs {
+        authentication_config: Some(path),
+        ..args(dir.path())
+    })
+    .await;
+    let mut claims = issuer.claims("alice");
+    claims["email_verified"] = json!(true);
+    let (status, body) = whoami(&server, &sign(&key, None, &claims)).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(
+        body["status"]["userInfo"],
+        json!({"username": "cel:alice@example.com", "uid": "alice-id",
+            "groups": ["team-dev", "team-ops", "system:authenticated"]})
+    );
+    let mut unverified = claims.clone();
+    unverified["email_verified"] = json!(false);
+    assert_unauthorized(&server, &sign(&key, None, &unverified), "claim rule").await;
+    let mut no_flag = claims.clone();
+    no_flag.as_object_mut().unwrap().remove("email_verified");
+    assert_unauthorized(&server, &sign(&key, None, &no_flag), "claim rule error").await;
+    let mut root = claims.clone();
+    root["email"] = json!("root@example.com");
+    assert_unauthorized(&server, &sign(&key, None, &root), "user rule").await;
+    let mut bad_groups = claims;
+    bad_groups["groups"] = json!(7);
+    assert_unauthorized(&server, &sign(&key, None, &bad_groups), "groups not a list").await;
 }

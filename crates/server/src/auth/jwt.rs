@@ -30,16 +30,21 @@
 //!   is not checked (go-oidc does not). Work per token: one header and payload parse and one
 //!   signature check per key of the token's `kid` (every key of the set without one).
 //! - **Mapping** (kube's `getUsername`, `getGroups`, `getUID`): the username is the string
-//!   claim `claimMappings.username.claim` after `prefix`; with the claim `email`, an
-//!   `email_verified` claim, when present, must be `true` (`oidc: email not verified`).
-//!   Groups: the claim, a string or a list of strings, each after `prefix`; absent: none.
-//!   uid: the string claim when configured. Each claim validation rule's claim must be
-//!   present with the string `requiredValue`. The user is also in `system:authenticated`,
-//!   and flows to RBAC, audit, impersonation and `SelfSubjectReview` as any other.
+//!   claim `claimMappings.username.claim` after `prefix`, or the string its `expression`
+//!   gives over `claims` (not empty); with the claim `email`, an `email_verified` claim,
+//!   when present, must be `true` (`oidc: email not verified`). Groups: the claim, a string
+//!   or a list of strings, each after `prefix`, absent: none; or the expression's string,
+//!   list of strings or null. uid: the string claim or expression when configured. Each claim
+//!   validation rule's claim must be present with the string `requiredValue`, each rule's
+//!   expression be `true`; then each `userValidationRules` expression over `user`
+//!   (`username`, `uid`, `groups`, `extra`) must be `true`. Each expression evaluation is
+//!   cost-bounded ([`watchkeeper_api::cel_rules::authentication`]). The user is also in
+//!   `system:authenticated`, and flows to RBAC, audit, impersonation and
+//!   `SelfSubjectReview` as any other.
 //!
 //! ## Differences from kube
-//! - CEL expressions, `extra`, `userValidationRules`: refused at start (see
-//!   `crate::config`), so users from JWTs carry no extra.
+//! - `extra` mappings: refused at start (see `crate::config`), so users from JWTs carry no
+//!   extra.
 //! - go-oidc refetches the key set for every token with an unknown `kid`; here at most once
 //!   per `--jwt-keys-refresh-interval-ms`. Distributed claims (`_claim_names`) are not
 //!   resolved. An empty username is refused. `ES512` is not verified.
@@ -62,6 +67,8 @@ use rustls::RootCertStore;
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 use serde_json::{Map, Value};
+
+use watchkeeper_api::cel_rules::authentication::{self, Expression, Outcome, Variable};
 
 use super::User;
 use crate::config::{JwtAuthenticator, JwtConfig};
@@ -110,9 +117,85 @@ struct FetchState {
     jwks_uri: Option<String>,
 }
 
+/// An authenticator's CEL expressions, compiled once (validated at start already).
+#[derive(Default)]
+struct Expressions {
+    username: Option<Expression>,
+    groups: Option<Expression>,
+    uid: Option<Expression>,
+    /// Claim validation rules' expressions with their messages.
+    claim_rules: Vec<(Expression, String)>,
+    /// User validation rules' expressions with their messages.
+    user_rules: Vec<(Expression, String)>,
+}
+
+impl Expressions {
+    fn of(config: &JwtAuthenticator) -> Result<Expressions, String> {
+        let claims = |text: &str| -> Result<Option<Expression>, String> {
+            if text.is_empty() {
+                return Ok(None);
+            }
+            authentication::compile(text, Variable::Claims).map(Some)
+        };
+        let mappings = &config.claim_mappings;
+        let mut expressions = Expressions {
+            username: claims(&mappings.username.expression)?,
+            groups: claims(&mappings.groups.expression)?,
+            uid: claims(&mappings.uid.expression)?,
+            ..Expressions::default()
+        };
+        for rule in &config.claim_validation_rules {
+            if let Some(compiled) = claims(&rule.expression)? {
+                expressions
+                    .claim_rules
+                    .push((compiled, rule.message.clone()));
+            }
+        }
+        for rule in &config.user_validation_rules {
+            expressions.user_rules.push((
+                authentication::compile(&rule.expression, Variable::User)?,
+                rule.message.clone(),
+            ));
+        }
+        Ok(expressions)
+    }
+
+    fn any_over_claims(&self) -> bool {
+        self.username.is_some()
+            || self.groups.is_some()
+            || self.uid.is_some()
+            || !self.claim_rules.is_empty()
+    }
+}
+
+/// A string the expression `what` gave, or kube's error.
+fn string_of(outcome: Outcome, what: &str) -> Result<String, String> {
+    match outcome {
+        Outcome::String(s) => Ok(s),
+        _ => Err(format!(
+            "oidc: error evaluating {what} claim expression: {what} claim expression must return a string"
+        )),
+    }
+}
+
+/// A validation rule's verdict: `Ok` for `true`, else kube's error with the rule's message.
+fn rule_holds(outcome: Result<Outcome, String>, message: &str, what: &str) -> Result<(), String> {
+    match outcome {
+        Ok(Outcome::Bool(true)) => Ok(()),
+        Ok(Outcome::Bool(false)) => Err(format!(
+            "oidc: error evaluating {what}: validation expression failed: {message}"
+        )),
+        Ok(_) => Err(format!(
+            "oidc: error evaluating {what}: must return a boolean"
+        )),
+        Err(e) => Err(format!("oidc: error evaluating {what}: {e}")),
+    }
+}
+
 /// One configured issuer.
 struct Issuer {
     config: JwtAuthenticator,
+    expressions: Expressions,
     discovery: String,
     algorithms: Vec<Algorithm>,
     /// `None` until the keys first load.
@@ -418,21 +501,42 @@ impl Issuer {
             }
         };
         let mappings = &self.config.claim_mappings;
-        let claim = &mappings.username.claim;
-        let name = string(claim)?;
-        if claim == "email"
-            && let Some(verified) = claims.get("email_verified")
-        {
-            match verified {
-                Value::Bool(true) => {}
-                Value::Bool(false) => return Err("oidc: email not verified".to_owned()),
-                _ => return Err("oidc: parse 'email_verified' claim: not a bool".to_owned()),
+        let expressions = &self.expressions;
+        // The claims as the expressions see them, converted once when any reads them.
+        let claims_value = expressions
+            .any_over_claims()
+            .then(|| Value::Object(claims.clone()));
+        let evaluate = |expression: &Expression| {
+            expression.evaluate(claims_value.as_ref().unwrap_or(&Value::Null))
+        };
+        let name = if let Some(expression) = &expressions.username {
+            let name = string_of(
+                evaluate(expression).map_err(|e| {
+                    format!("oidc: error evaluating username claim expression: {e}")
+                })?,
+                "username",
+            )?;
+            if name.is_empty() {
+                return Err("oidc: empty username via CEL expression is not allowed".to_owned());
             }
-        }
-        let name = format!(
-            "{}{name}",
-            mappings.username.prefix.as_deref().unwrap_or_default()
-        );
+            name
+        } else {
+            let claim = &mappings.username.claim;
+            let name = string(claim)?;
+            if claim == "email"
+                && let Some(verified) = claims.get("email_verified")
+            {
+                match verified {
+                    Value::Bool(true) => {}
+                    Value::Bool(false) => return Err("oidc: email not verified".to_owned()),
+                    _ => return Err("oidc: parse 'email_verified' claim: not a bool".to_owned()),
+                }
+            }
+            format!(
+                "{}{name}",
+                mappings.username.prefix.as_deref().unwrap_or_default()
+            )
+        };
         if name.is_empty() {
             return Err("oidc: empty username".to_owned());
         }
@@ -452,13 +556,36 @@ impl Issuer {
                 _ => return Err(format!("oidc: parse groups claim {groups_claim:?}")),
             };
             groups = values.iter().map(|g| format!("{prefix}{g}")).collect();
+        } else if let Some(expression) = &expressions.groups {
+            let failed = |e: &str| format!("oidc: error evaluating group claim expression: {e}");
+            groups = match evaluate(expression).map_err(|e| failed(&e))? {
+                Outcome::String(s) => vec![s],
+                Outcome::Strings(list) => list,
+                Outcome::Null => Vec::new(),
+                _ => {
+                    return Err(failed(
+                        "expression must return a string or a list of strings",
+                    ));
+                }
+            };
         }
-        let uid = if mappings.uid.claim.is_empty() {
+        let uid = if let Some(expression) = &expressions.uid {
+            string_of(
+                evaluate(expression)
+                    .map_err(|e| format!("oidc: error evaluating uid claim expression: {e}"))?,
+                "uid",
+            )?
+        } else if mappings.uid.claim.is_empty() {
             String::new()
         } else {
             string(&mappings.uid.claim)?
         };
-        for rule in &self.config.claim_validation_rules {
+        for rule in self
+            .config
+            .claim_validation_rules
+            .iter()
+            .filter(|r| !r.claim.is_empty())
+        {
             if !claims.contains_key(&rule.claim) {
                 return Err(format!(
                     "oidc: required claim {} not present in ID token",
@@ -470,6 +597,20 @@ impl Issuer {
                     "oidc: required claim {} value does not match",
                     rule.claim
                 ));
+            }
+        }
+        for (expression, message) in &expressions.claim_rules {
+            rule_holds(evaluate(expression), message, "claim validation expression")?;
+        }
+        if !expressions.user_rules.is_empty() {
+            let user = serde_json::json!({"username": name, "uid": uid, "groups": groups,
+                "extra": {}});
+            for (expression, message) in &expressions.user_rules {
+                rule_holds(
+                    expression.evaluate(&user),
+                    message,
+                    "user info validation rule",
+                )?;
             }
         }
         if !groups.iter().any(|g| g == "system:authenticated") {
@@ -505,6 +646,8 @@ impl Jwt {
             };
             let issuer = Arc::new(Issuer {
                 config: authenticator.clone(),
+                expressions: Expressions::of(authenticator)
+                    .map_err(|e| format!("JWT issuer {}: {e}", authenticator.issuer.url))?,
                 discovery,
                 algorithms: algorithms.clone(),
                 keys: RwLock::new(None),

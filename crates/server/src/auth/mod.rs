@@ -43,7 +43,7 @@
 //! ## Authentication: JWT (OIDC) tokens
 //! With `--authentication-config` or the `--oidc-*` flags, a bearer JWT whose (unverified)
 //! `iss` is a configured issuer is verified by [`jwt`] (keys from the issuer's JWKS, `aud`,
-//! `exp`, `nbf`, claim mappings and validation rules) and authenticates as the mapped user in
+//! `exp`, `nbf`, claim mappings and validation rules, CEL included) and authenticates as the mapped user in
 //! `system:authenticated`, or is refused with 401; other tokens go on to the token file. As
 //! with a token file, requests without credentials then get 401 (except [`OPEN_PATHS`]). The
 //! audit and limits layers first await [`Auth::prepare`], which refetches an issuer's keys

@@ -26,10 +26,14 @@
 //! - Bounds: `--jwt-token-bytes-max`, `--jwt-keys-refresh-interval-ms`,
 //!   `--jwt-issuer-timeout-ms`, `--jwt-issuer-response-bytes-max` (see the flags).
 //!
+//! - CEL expressions (claim validation rules, username, groups, uid over `claims`; user
+//!   validation rules over `user`) are compiled at start (`...: Invalid value: "<expr>":
+//!   compilation failed: ERROR: ...`); a username expression reading `claims.email` needs
+//!   `claims.email_verified` read by it or a claim validation rule (kube's rule).
+//!
 //! ## Differences from kube
-//! - CEL is not supported here: an `expression` (claim validation rules, username, groups,
-//!   uid), `extra` mappings (expressions only in kube), `userValidationRules` and the
-//!   `anonymous` section are refused at start with `...: not supported by watchkeeper`.
+//! - `extra` mappings and the `anonymous` section are refused at start with `...:
+//!   Unsupported value: not supported by watchkeeper` (users carry no extra here).
 //! - `ES512` is not accepted (the JWS library in the tree does not verify it): refused in
 //!   `--oidc-signing-algs`, and a token signed so is refused (401).
 //! - The file is read once at start (kube reloads it when it changes).
@@ -38,6 +42,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
+use watchkeeper_api::cel_rules::authentication::{self, Expression, Variable};
 
 use super::{ConfigError, ServeArgs};
 
@@ -80,9 +85,21 @@ pub struct JwtAuthenticator {
     /// `claimMappings`.
     #[serde(default)]
     pub claim_mappings: ClaimMappings,
-    /// `userValidationRules` (refused: CEL).
+    /// `userValidationRules`.
     #[serde(default)]
-    pub user_validation_rules: Vec<serde_json::Value>,
+    pub user_validation_rules: Vec<UserValidationRule>,
+}
+
+/// kube's `UserValidationRule`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UserValidationRule {
+    /// `expression`, over `user`.
+    #[serde(default)]
+    pub expression: String,
+    /// `message`.
+    #[serde(default)]
+    pub message: String,
 }
 
 /// kube's `Issuer`.
@@ -116,7 +133,7 @@ pub struct ClaimValidationRule {
     /// `requiredValue`.
     #[serde(default)]
     pub required_value: String,
-    /// `expression` (refused: CEL).
+    /// `expression`, over `claims`.
     #[serde(default)]
     pub expression: String,
     /// `message`.
@@ -137,7 +154,7 @@ pub struct ClaimMappings {
     /// `uid`.
     #[serde(default)]
     pub uid: ClaimOrExpression,
-    /// `extra` (refused: CEL).
+    /// `extra` (refused: users carry no extra here).
     #[serde(default)]
     pub extra: Vec<serde_json::Value>,
 }
@@ -152,7 +169,7 @@ pub struct PrefixedClaimOrExpression {
     /// `prefix` (required with `claim`; may be empty).
     #[serde(default)]
     pub prefix: Option<String>,
-    /// `expression` (refused: CEL).
+    /// `expression`, over `claims`.
     #[serde(default)]
     pub expression: String,
 }
@@ -164,7 +181,7 @@ pub struct ClaimOrExpression {
     /// `claim`.
     #[serde(default)]
     pub claim: String,
-    /// `expression` (refused: CEL).
+    /// `expression`, over `claims`.
     #[serde(default)]
     pub expression: String,
 }
@@ -209,7 +226,35 @@ fn duplicate(path: &str, value: &str) -> String {
 }
 
 fn unsupported(path: &str) -> String {
-    format!("{path}: Unsupported value: not supported by watchkeeper (CEL is not implemented)")
+    format!("{path}: Unsupported value: not supported by watchkeeper")
+}
+
+/// Compiles `expression` over `variable`, or pushes kube's compilation error.
+fn compiles(
+    expression: &str,
+    variable: Variable,
+    path: &str,
+    errors: &mut Vec<String>,
+) -> Option<Expression> {
+    match authentication::compile(expression, variable) {
+        Ok(compiled) => Some(compiled),
+        Err(e) => {
+            errors.push(invalid(
+                path,
+                expression,
+                &format!("compilation failed: {e}"),
+            ));
+            None
+        }
+    }
+}
+
+/// What the validation learnt of the expressions: kube's `usesEmailClaim` and
+/// `usesEmailVerifiedClaim`.
+#[derive(Default)]
+struct EmailUse {
+    email: bool,
+    email_verified: bool,
 }
 
 /// kube's `validateURL`.
@@ -275,7 +320,7 @@ fn validate_prefixed(
     path: &str,
     claim_required: bool,
     errors: &mut Vec<String>,
-) {
+) -> Option<Expression> {
     match (mapping.claim.is_empty(), mapping.expression.is_empty()) {
         (false, false) => errors.push(invalid(path, "", "claim and expression can't both be set")),
         (true, true) if claim_required => {
@@ -289,7 +334,12 @@ fn validate_prefixed(
                     "prefix can't be set when expression is set",
                 ));
             }
-            errors.push(unsupported(&format!("{path}.expression")));
+            return compiles(
+                &mapping.expression,
+                Variable::Claims,
+                &format!("{path}.expression"),
+                errors,
+            );
         }
         (false, true) if mapping.prefix.is_none() => errors.push(required(
             &format!("{path}.prefix"),
@@ -297,6 +347,7 @@ fn validate_prefixed(
         )),
         _ => {}
     }
+    None
 }
 
 /// kube's `validateJWTAuthenticator` (claims forms; expressions refused).
@@ -370,7 +421,9 @@ fn validate_authenticator(
             &e,
         ));
     }
+    let mut email = EmailUse::default();
     let mut seen = std::collections::HashSet::new();
+    let mut seen_expressions = std::collections::HashSet::new();
     for (i, rule) in a.claim_validation_rules.iter().enumerate() {
         let at = format!("{path}.claimValidationRules[{i}]");
         match (rule.claim.is_empty(), rule.expression.is_empty()) {
@@ -394,16 +447,39 @@ fn validate_authenticator(
                     errors.push(duplicate(&format!("{at}.claim"), &rule.claim));
                 }
             }
-            (true, false) => errors.push(unsupported(&format!("{at}.expression"))),
+            (true, false) => {
+                if !rule.required_value.is_empty() {
+                    errors.push(invalid(
+                        &format!("{at}.requiredValue"),
+                        &rule.required_value,
+                        "requiredValue can't be set when expression is set",
+                    ));
+                }
+                if !seen_expressions.insert(&rule.expression) {
+                    errors.push(duplicate(&format!("{at}.expression"), &rule.expression));
+                    continue;
+                }
+                if let Some(compiled) = compiles(
+                    &rule.expression,
+                    Variable::Claims,
+                    &format!("{at}.expression"),
+                    errors,
+                ) {
+                    email.email_verified |= compiled.selects("email_verified");
+                }
+            }
         }
     }
     let mappings = format!("{path}.claimMappings");
-    validate_prefixed(
+    if let Some(compiled) = validate_prefixed(
         &a.claim_mappings.username,
         &format!("{mappings}.username"),
         true,
         errors,
-    );
+    ) {
+        email.email |= compiled.selects("email");
+        email.email_verified |= compiled.selects("email_verified");
+    }
     validate_prefixed(
         &a.claim_mappings.groups,
         &format!("{mappings}.groups"),
@@ -418,13 +494,43 @@ fn validate_authenticator(
             "claim and expression can't both be set",
         ));
     } else if !uid.expression.is_empty() {
-        errors.push(unsupported(&format!("{mappings}.uid.expression")));
+        compiles(
+            &uid.expression,
+            Variable::Claims,
+            &format!("{mappings}.uid.expression"),
+            errors,
+        );
     }
     if !a.claim_mappings.extra.is_empty() {
         errors.push(unsupported(&format!("{mappings}.extra")));
     }
-    if !a.user_validation_rules.is_empty() {
-        errors.push(unsupported(&format!("{path}.userValidationRules")));
+    if email.email && !email.email_verified {
+        errors.push(invalid(
+            &format!("{mappings}.username.expression"),
+            &a.claim_mappings.username.expression,
+            "claims.email_verified must be used in claimMappings.username.expression or claimMappings.extra[*].valueExpression or claimValidationRules[*].expression when claims.email is used in claimMappings.username.expression",
+        ));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for (i, rule) in a.user_validation_rules.iter().enumerate() {
+        let at = format!("{path}.userValidationRules[{i}]");
+        if rule.expression.is_empty() {
+            errors.push(required(
+                &format!("{at}.expression"),
+                "expression is required",
+            ));
+            continue;
+        }
+        if !seen.insert(&rule.expression) {
+            errors.push(duplicate(&format!("{at}.expression"), &rule.expression));
+            continue;
+        }
+        compiles(
+            &rule.expression,
+            Variable::User,
+            &format!("{at}.expression"),
+            errors,
+        );
     }
 }
 
@@ -732,12 +838,24 @@ mod tests {
         );
         let mut cel = authenticator("https://issuer");
         cel.claim_mappings.username = PrefixedClaimOrExpression {
-            expression: "claims.sub".to_owned(),
+            expression: "claims.email".to_owned(),
             ..PrefixedClaimOrExpression::default()
         };
-        assert!(validate(&[cel], &[]).unwrap_err().contains(
-            "claimMappings.username.expression: Unsupported value: not supported by watchkeeper"
-        ));
+        assert_eq!(
+            validate(std::slice::from_ref(&cel), &[]).unwrap_err(),
+            "jwt[0].claimMappings.username.expression: Invalid value: \"claims.email\": claims.email_verified must be used in claimMappings.username.expression or claimMappings.extra[*].valueExpression or claimValidationRules[*].expression when claims.email is used in claimMappings.username.expression"
+        );
+        cel.claim_validation_rules.push(ClaimValidationRule {
+            expression: "claims.email_verified".to_owned(),
+            ..ClaimValidationRule::default()
+        });
+        assert_eq!(validate(std::slice::from_ref(&cel), &[]), Ok(()));
+        cel.claim_mappings.uid.expression = "claims.(".to_owned();
+        let error = validate(&[cel], &[]).unwrap_err();
+        assert!(
+            error.starts_with("jwt[0].claimMappings.uid.expression: Invalid value: \"claims.(\": compilation failed: ERROR: <input>:1:"),
+            "{error}"
+        );
         let twice = [authenticator("https://i"), authenticator("https://i")];
         assert_eq!(
             validate(&twice, &[]).unwrap_err(),

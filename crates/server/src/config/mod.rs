@@ -25,7 +25,7 @@ pub use admission::AdmissionConfig;
 pub use audit::{AuditConfig, AuditMode, AuditWebhookConfig, Batching};
 pub use authn::{
     ClaimMappings, ClaimOrExpression, ClaimValidationRule, Issuer, JwtAuthenticator, JwtConfig,
-    PrefixedClaimOrExpression,
+    PrefixedClaimOrExpression, UserValidationRule,
 };
 pub use controllers::PodGcConfig;
 pub use error::ConfigError;
