@@ -550,7 +550,7 @@ fn bad_configurations_refuse_to_start_with_kubes_words() {
     );
     let extra = write(
         "extra.yaml",
-        "apiVersion: apiserver.config.k8s.io/v1beta1\nkind: AuthenticationConfiguration\njwt:\n- issuer: {url: \"https://issuer.example\", audiences: [a]}\n  claimMappings:\n    username: {claim: sub, prefix: \"\"}\n    extra: [{key: example.com/team, valueExpression: claims.team}]\n",
+        "apiVersion: apiserver.config.k8s.io/v1beta1\nkind: AuthenticationConfiguration\njwt:\n- issuer: {url: \"https://issuer.example\", audiences: [a]}\n  claimMappings:\n    username: {claim: sub, prefix: \"\"}\n    extra: [{key: kubernetes.io/team, valueExpression: claims.team}]\n",
     );
     let error = refused(ServeArgs {
         authentication_config: Some(extra),
@@ -558,7 +558,7 @@ fn bad_configurations_refuse_to_start_with_kubes_words() {
     });
     assert_eq!(
         error,
-        "jwt[0].claimMappings.extra: Unsupported value: not supported by watchkeeper"
+        "jwt[0].claimMappings.extra[0].key: Invalid value: \"kubernetes.io/team\": k8s.io, kubernetes.io and their subdomains are reserved for Kubernetes use"
     );
     let unknown = write(
         "unknown.yaml",
@@ -652,14 +652,23 @@ async fn cel_expressions_map_and_validate() {
     std::fs::write(
         &path,
         format!(
-            "apiVersion: apiserver.config.k8s.io/v1beta1\nkind: AuthenticationConfiguration\njwt:\n- issuer:\n    url: {}\n    audiences: [watchkeeper]\n    certificateAuthority: |\n{}  claimValidationRules:\n  - expression: \"claims.email_verified == true\"\n    message: email must be verified\n  claimMappings:\n    username: {{expression: \"'cel:' + claims.email\"}}\n    groups: {{expression: \"claims.groups.map(g, 'team-' + g)\"}}\n    uid: {{expression: \"claims.sub + '-id'\"}}\n  userValidationRules:\n  - expression: \"!user.username.startsWith('cel:root')\"\n    message: no root\n",
+            "apiVersion: apiserver.config.k8s.io/v1beta1\nkind: AuthenticationConfiguration\njwt:\n- issuer:\n    url: {}\n    audiences: [watchkeeper]\n    certificateAuthority: |\n{}  claimValidationRules:\n  - expression: \"claims.email_verified == true\"\n    message: email must be verified\n  claimMappings:\n    username: {{expression: \"'cel:' + claims.email\"}}\n    groups: {{expression: \"claims.groups.map(g, 'team-' + g)\"}}\n    uid: {{expression: \"claims.sub + '-id'\"}}\n    extra:\n    - {{key: example.com/teams, valueExpression: claims.groups}}\n    - {{key: example.com/none, valueExpression: \"[]\"}}\n  userValidationRules:\n  - expression: \"!user.username.startsWith('cel:root')\"\n    message: no root\n  - expression: \"user.extra['example.com/teams'].size() > 0\"\n",
             issuer.url,
             indent(&issuer.ca)
         ),
     )
     .unwrap();
+    let policy = dir.path().join("audit-policy.yaml");
+    std::fs::write(
+        &policy,
+        "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n",
+    )
+    .unwrap();
+    let log = dir.path().join("audit.log");
     let server = common::server_with(ServeArgs {
         authentication_config: Some(path),
+        audit_policy_file: Some(policy),
+        audit_log_path: Some(log.clone()),
         ..args(dir.path())
     })
     .await;
@@ -670,8 +679,17 @@ async fn cel_expressions_map_and_validate() {
     assert_eq!(
         body["status"]["userInfo"],
         json!({"username": "cel:alice@example.com", "uid": "alice-id",
-            "groups": ["team-dev", "team-ops", "system:authenticated"]})
+            "groups": ["team-dev", "team-ops", "system:authenticated"],
+            "extra": {"example.com/teams": ["dev", "ops"]}})
     );
+    // The audit event names the same user, extra included.
+    let audited = |events: &[Value]| {
+        events.iter().any(|e| {
+            e["user"]["username"] == "cel:alice@example.com"
+                && e["user"]["extra"] == json!({"example.com/teams": ["dev", "ops"]})
+        })
+    };
+    common::until(|| audited(&common::events_in(&log))).await;
     let mut unverified = claims.clone();
     unverified["email_verified"] = json!(false);
     assert_unauthorized(&server, &sign(&key, None, &unverified), "claim rule").await;
@@ -681,6 +699,9 @@ async fn cel_expressions_map_and_validate() {
     let mut root = claims.clone();
     root["email"] = json!("root@example.com");
     assert_unauthorized(&server, &sign(&key, None, &root), "user rule").await;
+    let mut no_teams = claims.clone();
+    no_teams["groups"] = json!([]);
+    assert_unauthorized(&server, &sign(&key, None, &no_teams), "user rule on extra").await;
     let mut bad_groups = claims;
     bad_groups["groups"] = json!(7);
     assert_unauthorized(&server, &sign(&key, None, &bad_groups), "groups not a list").await;

@@ -35,7 +35,9 @@
 //!   when present, must be `true` (`oidc: email not verified`). Groups: the claim, a string
 //!   or a list of strings, each after `prefix`, absent: none; or the expression's string,
 //!   list of strings or null. uid: the string claim or expression when configured. Each claim
-//!   validation rule's claim must be present with the string `requiredValue`, each rule's
+//!   validation rule's claim must be present with the string `requiredValue`; each `extra`
+//!   key gets its `valueExpression`'s string or list of strings (none: the key is left
+//!   out); each rule's
 //!   expression be `true`; then each `userValidationRules` expression over `user`
 //!   (`username`, `uid`, `groups`, `extra`) must be `true`. Each expression evaluation is
 //!   cost-bounded ([`watchkeeper_api::cel_rules::authentication`]). The user is also in
@@ -43,8 +45,6 @@
 //!   `SelfSubjectReview` as any other.
 //!
 //! ## Differences from kube
-//! - `extra` mappings: refused at start (see `crate::config`), so users from JWTs carry no
-//!   extra.
 //! - go-oidc refetches the key set for every token with an unknown `kid`; here at most once
 //!   per `--jwt-keys-refresh-interval-ms`. Distributed claims (`_claim_names`) are not
 //!   resolved. An empty username is refused. `ES512` is not verified.
@@ -123,6 +123,8 @@ struct Expressions {
     username: Option<Expression>,
     groups: Option<Expression>,
     uid: Option<Expression>,
+    /// `extra` keys and their value expressions.
+    extra: Vec<(String, Expression)>,
     /// Claim validation rules' expressions with their messages.
     claim_rules: Vec<(Expression, String)>,
     /// User validation rules' expressions with their messages.
@@ -144,6 +146,12 @@ impl Expressions {
             uid: claims(&mappings.uid.expression)?,
             ..Expressions::default()
         };
+        for mapping in &mappings.extra {
+            expressions.extra.push((
+                mapping.key.clone(),
+                authentication::compile(&mapping.value_expression, Variable::Claims)?,
+            ));
+        }
         for rule in &config.claim_validation_rules {
             if let Some(compiled) = claims(&rule.expression)? {
                 expressions
@@ -164,6 +172,7 @@ impl Expressions {
         self.username.is_some()
             || self.groups.is_some()
             || self.uid.is_some()
+            || !self.extra.is_empty()
             || !self.claim_rules.is_empty()
     }
 }
@@ -599,12 +608,30 @@ impl Issuer {
                 ));
             }
         }
+        let mut extra = std::collections::BTreeMap::new();
+        for (key, expression) in &expressions.extra {
+            let failed = |e: &str| format!("oidc: error evaluating extra claim expression: {e}");
+            let values = match evaluate(expression).map_err(|e| failed(&e))? {
+                Outcome::String(s) => vec![s],
+                Outcome::Strings(list) => list,
+                Outcome::Null => Vec::new(),
+                _ => {
+                    return Err(failed(
+                        "expression must return a string or a list of strings",
+                    ));
+                }
+            };
+            // kube skips a key whose expression gives no value.
+            if !values.is_empty() {
+                extra.insert(key.clone(), values);
+            }
+        }
         for (expression, message) in &expressions.claim_rules {
             rule_holds(evaluate(expression), message, "claim validation expression")?;
         }
         if !expressions.user_rules.is_empty() {
             let user = serde_json::json!({"username": name, "uid": uid, "groups": groups,
-                "extra": {}});
+                "extra": extra});
             for (expression, message) in &expressions.user_rules {
                 rule_holds(
                     expression.evaluate(&user),
@@ -616,7 +643,12 @@ impl Issuer {
         if !groups.iter().any(|g| g == "system:authenticated") {
             groups.push("system:authenticated".to_owned());
         }
-        Ok(User { name, uid, groups })
+        Ok(User {
+            name,
+            uid,
+            groups,
+            extra,
+        })
     }
 }
 

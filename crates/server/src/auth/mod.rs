@@ -254,6 +254,9 @@ pub struct User {
     pub uid: String,
     /// Groups, including `system:authenticated` or `system:unauthenticated`.
     pub groups: Vec<String>,
+    /// kube's user extra (`user.Info.GetExtra`): keys to values, set by a JWT authenticator's
+    /// `claimMappings.extra`; empty for the other authenticators here.
+    pub extra: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 impl User {
@@ -264,6 +267,7 @@ impl User {
             name: "system:anonymous".to_owned(),
             uid: String::new(),
             groups: vec!["system:unauthenticated".to_owned()],
+            extra: Default::default(),
         }
     }
 }
@@ -595,6 +599,7 @@ impl Auth {
                 name: peer.user.clone(),
                 uid: String::new(),
                 groups,
+                extra: Default::default(),
             });
         }
         if let Some(user) = self.service_account_user(headers) {
@@ -756,6 +761,7 @@ impl Auth {
             name: target,
             uid: uid.unwrap_or_default(),
             groups,
+            extra: Default::default(),
         })
     }
 
@@ -1255,7 +1261,15 @@ pub fn parse_token_file(text: &str) -> Result<Vec<(Vec<u8>, User)>, LineError> {
         let token = fields.next().unwrap_or_default().into_bytes();
         let name = fields.next().unwrap_or_default();
         let uid = fields.next().unwrap_or_default();
-        tokens.push((token, User { name, uid, groups }));
+        tokens.push((
+            token,
+            User {
+                name,
+                uid,
+                groups,
+                extra: Default::default(),
+            },
+        ));
     }
     Ok(tokens)
 }
@@ -1506,6 +1520,7 @@ mod tests {
             name: name.to_owned(),
             uid: String::new(),
             groups: groups.iter().map(|g| (*g).to_owned()).collect(),
+            extra: Default::default(),
         }
     }
 

@@ -31,9 +31,12 @@
 //!   compilation failed: ERROR: ...`); a username expression reading `claims.email` needs
 //!   `claims.email_verified` read by it or a claim validation rule (kube's rule).
 //!
+//!   `extra` keys are checked as kube's (domain-prefixed, lowercase, not under `k8s.io` or
+//!   `kubernetes.io`, no repeats) and their `valueExpression`s compiled.
+//!
 //! ## Differences from kube
-//! - `extra` mappings and the `anonymous` section are refused at start with `...:
-//!   Unsupported value: not supported by watchkeeper` (users carry no extra here).
+//! - The `anonymous` section is refused at start with `anonymous: Unsupported value: not
+//!   supported by watchkeeper`.
 //! - `ES512` is not accepted (the JWS library in the tree does not verify it): refused in
 //!   `--oidc-signing-algs`, and a token signed so is refused (401).
 //! - The file is read once at start (kube reloads it when it changes).
@@ -154,9 +157,58 @@ pub struct ClaimMappings {
     /// `uid`.
     #[serde(default)]
     pub uid: ClaimOrExpression,
-    /// `extra` (refused: users carry no extra here).
+    /// `extra`.
     #[serde(default)]
-    pub extra: Vec<serde_json::Value>,
+    pub extra: Vec<ExtraMapping>,
+}
+
+/// kube's `ExtraMapping`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExtraMapping {
+    /// `key`: a lowercase, domain-prefixed path (not under `k8s.io` or `kubernetes.io`).
+    #[serde(default)]
+    pub key: String,
+    /// `valueExpression`, over `claims`: a string or a list of strings.
+    #[serde(default)]
+    pub value_expression: String,
+}
+
+/// kube's `IsDomainPrefixedPath` errors for `key`.
+fn domain_prefixed_path(key: &str, path: &str, errors: &mut Vec<String>) {
+    if key.is_empty() {
+        errors.push(required(path, ""));
+        return;
+    }
+    let Some((domain, rest)) = key.split_once('/') else {
+        errors.push(invalid(
+            path,
+            key,
+            "must be a domain-prefixed path (such as \"acme.io/foo\")",
+        ));
+        return;
+    };
+    if domain.is_empty() || rest.is_empty() {
+        errors.push(invalid(
+            path,
+            key,
+            "must be a domain-prefixed path (such as \"acme.io/foo\")",
+        ));
+        return;
+    }
+    if watchkeeper_api::validate_dns1123_subdomain(domain).is_err() {
+        errors.push(invalid(path, domain, "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"));
+    }
+    if !rest
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
+    {
+        errors.push(invalid(
+            path,
+            key,
+            "Invalid path: must contain only alphanumeric characters, '-', '_', '.' or '/'",
+        ));
+    }
 }
 
 /// kube's `PrefixedClaimOrExpression`.
@@ -501,8 +553,44 @@ fn validate_authenticator(
             errors,
         );
     }
-    if !a.claim_mappings.extra.is_empty() {
-        errors.push(unsupported(&format!("{mappings}.extra")));
+    let mut seen_keys = std::collections::HashSet::new();
+    for (i, mapping) in a.claim_mappings.extra.iter().enumerate() {
+        let at = format!("{mappings}.extra[{i}]");
+        let key_at = format!("{at}.key");
+        domain_prefixed_path(&mapping.key, &key_at, errors);
+        if mapping.key != mapping.key.to_lowercase() {
+            errors.push(invalid(&key_at, &mapping.key, "key must be lowercase"));
+        }
+        let domain = mapping.key.split_once('/').map_or("", |(d, _)| d);
+        if ["kubernetes.io", "k8s.io"]
+            .iter()
+            .any(|reserved| domain == *reserved || domain.ends_with(&format!(".{reserved}")))
+        {
+            errors.push(invalid(
+                &key_at,
+                &mapping.key,
+                "k8s.io, kubernetes.io and their subdomains are reserved for Kubernetes use",
+            ));
+        }
+        if !seen_keys.insert(&mapping.key) {
+            errors.push(duplicate(&key_at, &mapping.key));
+            continue;
+        }
+        if mapping.value_expression.is_empty() {
+            errors.push(required(
+                &format!("{at}.valueExpression"),
+                "valueExpression is required",
+            ));
+            continue;
+        }
+        if let Some(compiled) = compiles(
+            &mapping.value_expression,
+            Variable::Claims,
+            &format!("{at}.valueExpression"),
+            errors,
+        ) {
+            email.email_verified |= compiled.selects("email_verified");
+        }
     }
     if email.email && !email.email_verified {
         errors.push(invalid(

@@ -24,8 +24,8 @@ mod tls;
 pub use admission::AdmissionConfig;
 pub use audit::{AuditConfig, AuditMode, AuditWebhookConfig, Batching};
 pub use authn::{
-    ClaimMappings, ClaimOrExpression, ClaimValidationRule, Issuer, JwtAuthenticator, JwtConfig,
-    PrefixedClaimOrExpression, UserValidationRule,
+    ClaimMappings, ClaimOrExpression, ClaimValidationRule, ExtraMapping, Issuer, JwtAuthenticator,
+    JwtConfig, PrefixedClaimOrExpression, UserValidationRule,
 };
 pub use controllers::PodGcConfig;
 pub use error::ConfigError;
