@@ -125,6 +125,7 @@ use serde_json::{Map, Value};
 
 use crate::field::{Cause, duplicate, forbidden, go_quote, invalid, required};
 
+pub mod authentication;
 pub mod authz;
 mod comprehensions;
 mod cost;
@@ -221,6 +222,10 @@ pub(crate) enum Declared {
     Message,
     /// Likewise, with `params`.
     MessageWithParams,
+    /// A JWT authenticator's claim validation rule or claim mapping: `claims`.
+    Claims,
+    /// A JWT authenticator's user validation rule: `user`.
+    User,
 }
 
 impl Declared {
@@ -236,7 +241,9 @@ impl Declared {
             Declared::Condition
             | Declared::ConditionWithParams
             | Declared::Message
-            | Declared::MessageWithParams => None,
+            | Declared::MessageWithParams
+            | Declared::Claims
+            | Declared::User => None,
         }
     }
 
@@ -290,6 +297,8 @@ impl Declared {
                 "variables",
                 "params",
             ],
+            Declared::Claims => &["claims"],
+            Declared::User => &["user"],
         }
     }
 }

@@ -307,6 +307,9 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         )?
         .with_client_certificates(config.tls.client_ca_file.is_some())
         .with_service_accounts(service_accounts.clone())
+        .with_jwt(
+            crate::auth::jwt::Jwt::start(&config.jwt).map_err(crate::auth::AuthFileError::Jwt)?,
+        )
         .with_authorization(&config.authorization_modes),
     );
     let audit = crate::audit::Audit::start(&config.audit, auth.clone()).await?;

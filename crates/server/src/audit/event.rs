@@ -58,6 +58,10 @@ fn user_json(user: Option<&User>) -> String {
         out.extend_from_slice(b",\"groups\":");
         let _ = serde_json::to_writer(&mut out, &user.groups);
     }
+    if !user.extra.is_empty() {
+        out.extend_from_slice(b",\"extra\":");
+        let _ = serde_json::to_writer(&mut out, &user.extra);
+    }
     out.push(b'}');
     String::from_utf8(out).unwrap_or_default()
 }

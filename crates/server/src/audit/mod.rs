@@ -434,6 +434,7 @@ where
     S: tower::Service<Request, Response = Response, Error = Infallible>,
 {
     let received_micros = event::now_micros();
+    audit.auth.prepare(request.headers()).await;
     let info = request::Info::of(&audit.auth, &request);
     let decision = audit.policy.evaluate(&info.attributes());
     if decision.level == Level::None {

@@ -44,6 +44,7 @@ fn user_of(info: &Value) -> User {
             .filter_map(Value::as_str)
             .map(str::to_owned)
             .collect(),
+        extra: Default::default(),
     }
 }
 

@@ -40,6 +40,15 @@
 //! otherwise be anonymous, as kube-apiserver refuses a bad token rather than ignoring it.
 //! Other tokens go to the token file as before. A verified client certificate still wins.
 //!
+//! ## Authentication: JWT (OIDC) tokens
+//! With `--authentication-config` or the `--oidc-*` flags, a bearer JWT whose (unverified)
+//! `iss` is a configured issuer is verified by [`jwt`] (keys from the issuer's JWKS, `aud`,
+//! `exp`, `nbf`, claim mappings and validation rules, CEL included) and authenticates as the mapped user in
+//! `system:authenticated`, or is refused with 401; other tokens go on to the token file. As
+//! with a token file, requests without credentials then get 401 (except [`OPEN_PATHS`]). The
+//! audit and limits layers first await [`Auth::prepare`], which refetches an issuer's keys
+//! (bounded, see [`jwt`]) for a token naming a key not yet loaded.
+//!
 //! ## Impersonation
 //! An authenticated caller may act as another user with kube-apiserver's headers
 //! `Impersonate-User`, `Impersonate-Group` (repeated) and `Impersonate-Uid`
@@ -104,6 +113,7 @@
 //! escalation by the upstream.
 
 pub mod cel;
+pub mod jwt;
 pub mod rbac;
 pub mod serviceaccount;
 
@@ -177,6 +187,9 @@ pub enum AuthFileError {
         #[source]
         source: LineError,
     },
+    /// A JWT authenticator cannot be made.
+    #[error("{0}")]
+    Jwt(String),
     /// The service account signing key cannot be used.
     #[error(transparent)]
     Key(#[from] serviceaccount::KeyError),
@@ -241,6 +254,9 @@ pub struct User {
     pub uid: String,
     /// Groups, including `system:authenticated` or `system:unauthenticated`.
     pub groups: Vec<String>,
+    /// kube's user extra (`user.Info.GetExtra`): keys to values, set by a JWT authenticator's
+    /// `claimMappings.extra`; empty for the other authenticators here.
+    pub extra: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 impl User {
@@ -251,6 +267,7 @@ impl User {
             name: "system:anonymous".to_owned(),
             uid: String::new(),
             groups: vec!["system:unauthenticated".to_owned()],
+            extra: Default::default(),
         }
     }
 }
@@ -340,6 +357,8 @@ pub struct Auth {
     /// The service account token issuer and verifier (`None` in caching-proxy mode, where
     /// the upstream issues tokens).
     service_accounts: Option<Arc<serviceaccount::ServiceAccountTokens>>,
+    /// The JWT (OIDC) authenticators (`--authentication-config`, `--oidc-*`).
+    jwt: Option<Arc<jwt::Jwt>>,
     /// The authorizers in order (`--authorization-mode`).
     modes: Vec<AuthorizationMode>,
     /// The RBAC authorizer, when `RBAC` is one of the modes.
@@ -366,6 +385,7 @@ impl Auth {
             policies: None,
             client_certificates: false,
             service_accounts: None,
+            jwt: None,
             modes: vec![AuthorizationMode::AlwaysAllow],
             rbac: None,
         }
@@ -409,6 +429,7 @@ impl Auth {
             policies,
             client_certificates: false,
             service_accounts: None,
+            jwt: None,
             modes,
             rbac: None,
         })
@@ -430,6 +451,33 @@ impl Auth {
     ) -> Auth {
         self.service_accounts = tokens;
         self
+    }
+
+    /// Accepts the JWTs of `jwt`'s issuers (see [`jwt`]).
+    #[must_use]
+    pub fn with_jwt(mut self, jwt: Option<Arc<jwt::Jwt>>) -> Auth {
+        self.jwt = jwt;
+        self
+    }
+
+    /// Before authenticating a request: a JWT of a configured issuer naming a key not yet
+    /// loaded waits for (at most) one bounded refetch of that issuer's keys ([`jwt::Jwt::prepare`]).
+    pub async fn prepare(&self, headers: &HeaderMap) {
+        if let Some(jwt) = &self.jwt
+            && let Some(token) = bearer_token(headers)
+        {
+            jwt.prepare(token).await;
+        }
+    }
+
+    /// The user of a bearer JWT of a configured issuer, `None` for any other token (or none).
+    fn jwt_user(&self, headers: &HeaderMap) -> Option<Result<User, ApiError>> {
+        let jwt = self.jwt.as_ref()?;
+        let presented = bearer_token(headers)?;
+        Some(jwt.authenticate(presented)?.map_err(|reason| {
+            tracing::debug!(%reason, "JWT refused");
+            unauthorized()
+        }))
     }
 
     /// Authorizes with `modes` in order (`--authorization-mode`; empty keeps the default:
@@ -506,6 +554,14 @@ impl Auth {
         {
             return tokens.verify(token, audiences, serviceaccount::now_unix());
         }
+        if let Some(result) = self.jwt.as_ref().and_then(|jwt| jwt.authenticate(token)) {
+            let audiences = if audiences.is_empty() {
+                api_audiences()
+            } else {
+                audiences.to_vec()
+            };
+            return result.map(|user| (user, audiences));
+        }
         let mut found = None;
         for (known, user) in self.tokens.iter().flatten() {
             if constant_time_eq(known, token.as_bytes()) {
@@ -543,12 +599,19 @@ impl Auth {
                 name: peer.user.clone(),
                 uid: String::new(),
                 groups,
+                extra: Default::default(),
             });
         }
         if let Some(user) = self.service_account_user(headers) {
             return user;
         }
-        if self.tokens.is_none() && self.client_certificates && !OPEN_PATHS.contains(&path) {
+        if let Some(user) = self.jwt_user(headers) {
+            return user;
+        }
+        if self.tokens.is_none()
+            && (self.client_certificates || self.jwt.is_some())
+            && !OPEN_PATHS.contains(&path)
+        {
             return Err(unauthorized());
         }
         self.authenticate(path, headers)
@@ -557,7 +620,7 @@ impl Auth {
     /// Whether requests need a token.
     #[must_use]
     pub fn authentication_enabled(&self) -> bool {
-        self.tokens.is_some() || self.client_certificates
+        self.tokens.is_some() || self.client_certificates || self.jwt.is_some()
     }
 
     /// Who sent a request. Open paths and servers without a token file give the anonymous user.
@@ -568,7 +631,13 @@ impl Auth {
         if let Some(user) = self.service_account_user(headers) {
             return user;
         }
+        if let Some(user) = self.jwt_user(headers) {
+            return user;
+        }
         let Some(tokens) = &self.tokens else {
+            if self.jwt.is_some() && !OPEN_PATHS.contains(&path) {
+                return Err(unauthorized());
+            }
             return Ok(User::anonymous());
         };
         if OPEN_PATHS.contains(&path) {
@@ -692,6 +761,7 @@ impl Auth {
             name: target,
             uid: uid.unwrap_or_default(),
             groups,
+            extra: Default::default(),
         })
     }
 
@@ -1191,7 +1261,15 @@ pub fn parse_token_file(text: &str) -> Result<Vec<(Vec<u8>, User)>, LineError> {
         let token = fields.next().unwrap_or_default().into_bytes();
         let name = fields.next().unwrap_or_default();
         let uid = fields.next().unwrap_or_default();
-        tokens.push((token, User { name, uid, groups }));
+        tokens.push((
+            token,
+            User {
+                name,
+                uid,
+                groups,
+                extra: Default::default(),
+            },
+        ));
     }
     Ok(tokens)
 }
@@ -1442,6 +1520,7 @@ mod tests {
             name: name.to_owned(),
             uid: String::new(),
             groups: groups.iter().map(|g| (*g).to_owned()).collect(),
+            extra: Default::default(),
         }
     }
 
@@ -1522,6 +1601,7 @@ mod tests {
             ),
             client_certificates: false,
             service_accounts: None,
+            jwt: None,
             modes: vec![AuthorizationMode::Abac],
             rbac: None,
         };
@@ -1685,6 +1765,7 @@ mod tests {
             )),
             client_certificates: false,
             service_accounts: None,
+            jwt: None,
             modes: vec![AuthorizationMode::Abac],
             rbac: None,
         };

@@ -773,6 +773,7 @@ impl ServiceAccountTokens {
                 format!("system:serviceaccounts:{namespace}"),
                 "system:authenticated".to_owned(),
             ],
+            extra: Default::default(),
         };
         Ok((user, accepted))
     }

@@ -13,6 +13,7 @@ use watchkeeper_store::StoreKind;
 mod admission;
 pub mod admission_plugins;
 mod audit;
+mod authn;
 pub mod controllers;
 mod encryption;
 mod error;
@@ -22,6 +23,10 @@ mod tls;
 
 pub use admission::AdmissionConfig;
 pub use audit::{AuditConfig, AuditMode, AuditWebhookConfig, Batching};
+pub use authn::{
+    ClaimMappings, ClaimOrExpression, ClaimValidationRule, ExtraMapping, Issuer, JwtAuthenticator,
+    JwtConfig, PrefixedClaimOrExpression, UserValidationRule,
+};
 pub use controllers::PodGcConfig;
 pub use error::ConfigError;
 pub use limits::{LimitsConfig, REQUEST_BODY_MAX, go_duration_seconds};
@@ -225,6 +230,61 @@ pub struct ServeArgs {
     /// requests need `Authorization: Bearer <token>` (see the `auth` module).
     #[arg(long)]
     pub token_auth_file: Option<PathBuf>,
+    /// kube-apiserver's structured authentication configuration (`AuthenticationConfiguration`,
+    /// `apiserver.config.k8s.io/v1beta1` or `v1alpha1`, YAML or JSON): JWT (OIDC)
+    /// authenticators, read and validated at start; not with the `--oidc-*` flags (see
+    /// `auth::jwt`) [default: none].
+    #[arg(long)]
+    pub authentication_config: Option<PathBuf>,
+    /// kube-apiserver's `--oidc-issuer-url`: the https issuer of OIDC ID tokens accepted as
+    /// bearer tokens; with `--oidc-client-id` [default: none].
+    #[arg(long)]
+    pub oidc_issuer_url: Option<String>,
+    /// kube-apiserver's `--oidc-client-id`: the audience ID tokens must name [default: none].
+    #[arg(long)]
+    pub oidc_client_id: Option<String>,
+    /// kube-apiserver's `--oidc-username-claim` [default: sub].
+    #[arg(long)]
+    pub oidc_username_claim: Option<String>,
+    /// kube-apiserver's `--oidc-username-prefix`; `-` for none [default: the issuer URL and
+    /// `#`, none for the claim `email`].
+    #[arg(long)]
+    pub oidc_username_prefix: Option<String>,
+    /// kube-apiserver's `--oidc-groups-claim`: a string or an array of strings [default: none].
+    #[arg(long)]
+    pub oidc_groups_claim: Option<String>,
+    /// kube-apiserver's `--oidc-groups-prefix` [default: none].
+    #[arg(long)]
+    pub oidc_groups_prefix: Option<String>,
+    /// kube-apiserver's `--oidc-required-claim`: `key=value` pairs, comma-separated or
+    /// repeated, each a claim the token must carry with that string value [default: none].
+    #[arg(long, value_delimiter = ',')]
+    pub oidc_required_claim: Option<Vec<String>>,
+    /// kube-apiserver's `--oidc-ca-file`: PEM CA verifying the issuer [default: the system's
+    /// roots].
+    #[arg(long)]
+    pub oidc_ca_file: Option<PathBuf>,
+    /// kube-apiserver's `--oidc-signing-algs`, comma-separated, from RS256, RS384, RS512,
+    /// ES256, ES384, PS256, PS384, PS512 [default: RS256].
+    #[arg(long, value_delimiter = ',')]
+    pub oidc_signing_algs: Option<Vec<String>>,
+    /// The longest bearer token, in bytes, read as a JWT; a longer one is never parsed (and so
+    /// refused, 401, unless the token file holds it) (1024 to 1048576) [default: 65536].
+    #[arg(long)]
+    pub jwt_token_bytes_max: Option<usize>,
+    /// The least time, in milliseconds, between two fetches of a JWT issuer's keys asked for
+    /// by tokens naming an unknown `kid` (or arriving before the keys loaded): a flood of such
+    /// tokens makes at most one fetch per interval per issuer (1 to 86400000) [default: 10000].
+    #[arg(long)]
+    pub jwt_keys_refresh_interval_ms: Option<u64>,
+    /// Milliseconds one fetch of a JWT issuer's discovery document or keys may take,
+    /// connection included (100 to 600000) [default: 30000].
+    #[arg(long)]
+    pub jwt_issuer_timeout_ms: Option<u64>,
+    /// The most bytes of a JWT issuer's discovery document or key set read; a longer answer is
+    /// a failed fetch (1024 to 67108864) [default: 1048576].
+    #[arg(long)]
+    pub jwt_issuer_response_bytes_max: Option<usize>,
     /// kube-apiserver's ABAC policy file (one JSON policy per line); without it every
     /// authenticated request is allowed.
     #[arg(long)]
@@ -748,7 +808,21 @@ impl ServeArgs {
             service_account_max_token_expiration_seconds,
             webhook_calls_max,
             proxy_requests_max,
-            proxy_connect_timeout_ms
+            proxy_connect_timeout_ms,
+            authentication_config,
+            oidc_issuer_url,
+            oidc_client_id,
+            oidc_username_claim,
+            oidc_username_prefix,
+            oidc_groups_claim,
+            oidc_groups_prefix,
+            oidc_required_claim,
+            oidc_ca_file,
+            oidc_signing_algs,
+            jwt_token_bytes_max,
+            jwt_keys_refresh_interval_ms,
+            jwt_issuer_timeout_ms,
+            jwt_issuer_response_bytes_max
         )
     }
 }
@@ -859,6 +933,8 @@ pub struct ServeConfig {
     pub service_node_port_range: (u16, u16),
     /// Service account tokens (`--service-account-*`, `--api-audiences`).
     pub service_accounts: ServiceAccountConfig,
+    /// JWT (OIDC) authenticators (`--authentication-config`, `--oidc-*`, `--jwt-*`).
+    pub jwt: JwtConfig,
     /// `--webhook-calls-max`: admission webhook calls in flight at once (see
     /// `crate::source::webhook::client`).
     pub webhook_calls_max: usize,
@@ -1040,6 +1116,14 @@ pub mod defaults {
     pub const SERVICE_ACCOUNT_MAX_TOKEN_EXPIRATION_SECONDS: u64 = 0;
     /// `--webhook-calls-max`.
     pub const WEBHOOK_CALLS_MAX: usize = 64;
+    /// `--jwt-token-bytes-max`.
+    pub const JWT_TOKEN_BYTES_MAX: usize = 65536;
+    /// `--jwt-keys-refresh-interval-ms` (kube retries an issuer's discovery every 10 s).
+    pub const JWT_KEYS_REFRESH_INTERVAL_MS: u64 = 10_000;
+    /// `--jwt-issuer-timeout-ms` (kube's OIDC client timeout, 30 s).
+    pub const JWT_ISSUER_TIMEOUT_MS: u64 = 30_000;
+    /// `--jwt-issuer-response-bytes-max`.
+    pub const JWT_ISSUER_RESPONSE_BYTES_MAX: usize = 1 << 20;
     /// The largest `--webhook-calls-max`.
     pub const WEBHOOK_CALLS_MAX_LIMIT: usize = 10_000;
     /// `--proxy-requests-max`.
@@ -1462,6 +1546,7 @@ impl ServeConfig {
     pub fn from_args(args: ServeArgs) -> Result<ServeConfig, ConfigError> {
         let upstream = UpstreamConfig::from_args(&args)?;
         let service_accounts = ServiceAccountConfig::from_args(&args)?;
+        let jwt = authn::from_args(&args, &service_accounts.issuers)?;
         let tls = TlsConfig::from_args(&args)?;
         let limits = LimitsConfig::from_args(&args)?;
         let (pod_gc, resource_quota_sync_period) = controllers::from_args(&args)?;
@@ -1804,6 +1889,7 @@ impl ServeConfig {
             service_cluster_ip_ranges,
             service_node_port_range,
             service_accounts,
+            jwt,
             webhook_calls_max,
             proxy_requests_max,
             proxy_connect_timeout: Duration::from_millis(proxy_connect_timeout_ms),
@@ -1848,6 +1934,19 @@ mod tests {
                 limits.request_body_bytes_max.to_string(),
             ),
             ("max-header-bytes", limits.header_bytes_max.to_string()),
+            (
+                "jwt-token-bytes-max",
+                config.jwt.token_bytes_max.to_string(),
+            ),
+            (
+                "jwt-keys-refresh-interval-ms",
+                millis(config.jwt.keys_refresh_interval),
+            ),
+            ("jwt-issuer-timeout-ms", millis(config.jwt.issuer_timeout)),
+            (
+                "jwt-issuer-response-bytes-max",
+                config.jwt.issuer_response_bytes_max.to_string(),
+            ),
             ("max-invalid-causes", limits.invalid_causes_max.to_string()),
             (
                 "request-read-timeout-seconds",

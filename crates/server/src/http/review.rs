@@ -183,6 +183,7 @@ fn review(
                             .collect()
                     })
                     .unwrap_or_default(),
+                extra: Default::default(),
             };
             if subject.name.is_empty() && subject.groups.is_empty() {
                 return Err(invalid(
@@ -258,6 +259,9 @@ fn user_info(user: &User) -> Value {
     let mut info = json!({"username": user.name, "groups": user.groups});
     if !user.uid.is_empty() {
         info["uid"] = json!(user.uid);
+    }
+    if !user.extra.is_empty() {
+        info["extra"] = json!(user.extra);
     }
     info
 }

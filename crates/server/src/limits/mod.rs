@@ -1185,6 +1185,7 @@ where
         },
         Err(error) => return limits.reject(Limit::Path, &error),
     }
+    state.auth.prepare(&parts.headers).await;
     let user = match state
         .auth
         .authenticate_peer(

@@ -808,6 +808,7 @@ impl StoreSource {
                 "system:serviceaccounts:kube-system".to_owned(),
                 "system:authenticated".to_owned(),
             ],
+            extra: Default::default(),
         };
         let writer = Writer {
             source: self,

@@ -1268,6 +1268,7 @@ mod tests {
             name: "alice".into(),
             uid: "u1".into(),
             groups: vec!["dev".into(), "system:authenticated".into()],
+            extra: Default::default(),
         };
         let headers: Vec<(&str, String)> = impersonation(&user)
             .into_iter()

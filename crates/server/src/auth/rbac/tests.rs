@@ -41,6 +41,7 @@ fn user(name: &str, groups: &str) -> User {
         name: name.to_owned(),
         uid: String::new(),
         groups: strings(groups),
+        extra: Default::default(),
     }
 }
 

@@ -383,6 +383,7 @@ mod tests {
             name: name.to_owned(),
             uid: String::new(),
             groups: groups.iter().map(|g| (*g).to_owned()).collect(),
+            extra: Default::default(),
         }
     }
 
