@@ -1121,3 +1121,45 @@ async fn roles_and_bindings_are_validated_as_kube_validates_them() {
     );
     server.shutdown().await;
 }
+
+/// `Impersonate-Extra-<key>` headers give the impersonated user its extra (kube's
+/// `WithImpersonation`: the key percent-decoded, each value a check of `impersonate` on
+/// `userextras/<key>`), as `SelfSubjectReview` shows it; they were refused with 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn impersonated_extras_are_the_user_s_extra() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = rbac_server(dir.path()).await;
+    let review = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"});
+    let whoami = |who: &'static str| {
+        let (server, review) = (&server, review.to_string());
+        async move {
+            let bearer = format!("Bearer {who}-token");
+            let headers = [
+                ("Authorization", bearer.as_str()),
+                ("Content-Type", "application/json"),
+                ("Impersonate-User", "alice"),
+                ("Impersonate-Extra-Scopes", "read"),
+                ("Impersonate-Extra-Scopes", "write"),
+                ("Impersonate-Extra-example.com%2Fteam", "a"),
+            ];
+            let (status, text) = request_with_headers(
+                server.addr,
+                "POST",
+                "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                &headers,
+                &review,
+            )
+            .await;
+            (status, serde_json::from_str::<Value>(&text).unwrap())
+        }
+    };
+    let (status, body) = whoami("admin").await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["status"]["userInfo"]["username"], "alice");
+    assert_eq!(
+        body["status"]["userInfo"]["extra"],
+        json!({"example.com/team": ["a"], "scopes": ["read", "write"]})
+    );
+    let (status, body) = whoami("bob").await;
+    assert_eq!(status, 403, "{body}");
+}

@@ -59,9 +59,9 @@
 //! named NAME in the namespace NS; on `groups`; on `userextras/<key>` and `uids` in
 //! `authentication.k8s.io`. An ABAC line grants it when it is not `readonly` and names that
 //! resource, group and namespace (or `*`); otherwise 403 with kube-apiserver's message. An
-//! impersonated service account gets its groups unless `Impersonate-Group` names some.
-//! `Impersonate-Extra-*` the caller may impersonate is refused with 400 (user extras are not
-//! carried here). A caching proxy with
+//! impersonated service account gets its groups unless `Impersonate-Group` names some;
+//! `Impersonate-Extra-<key>` headers (the key percent-decoded, as kube's `unescapeExtraKey`)
+//! give the user's extra, each value a `userextras/<key>` check. A caching proxy with
 //! `--upstream-impersonate` uses exactly this to forward writes as its callers.
 //!
 //! ## Authorization: ABAC
@@ -226,6 +226,31 @@ impl LineError {
 
 /// Paths served to anyone, with or without credentials.
 pub const OPEN_PATHS: [&str; 4] = ["/healthz", "/livez", "/readyz", "/version"];
+
+/// An `Impersonate-Extra-` header's key as kube's `unescapeExtraKey` reads it: percent-decoded
+/// (`url.PathUnescape`), or as it is when that fails.
+fn unescape_extra_key(key: &str) -> String {
+    let bytes = key.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok());
+            let Some(byte) = hex else {
+                return key.to_owned();
+            };
+            out.push(byte);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).unwrap_or_else(|_| key.to_owned())
+}
 
 /// The API group of `uids` and `userextras` in impersonation checks.
 const AUTHENTICATION_GROUP: &str = "authentication.k8s.io";
@@ -666,9 +691,8 @@ impl Auth {
     /// `system:unauthenticated`, `system:anonymous` gets `system:unauthenticated`.
     ///
     /// # Errors
-    /// 400 for group, uid or extra headers without a user, for a header that is not text, or
-    /// for `Impersonate-Extra-*` headers `user` may impersonate (user extras are not carried
-    /// here); 403 with kube's message at the first identity `user` may not impersonate.
+    /// 400 for group, uid or extra headers without a user, or for a header that is not text;
+    /// 403 with kube's message at the first identity `user` may not impersonate.
     pub fn impersonate(&self, user: User, headers: &HeaderMap) -> Result<User, ApiError> {
         // Most requests impersonate nobody: one pass over the header names (each already
         // lowercase) instead of three look-ups by names parsed per request and a pass.
@@ -694,7 +718,7 @@ impl Auth {
         let mut extras = Vec::new();
         for (key, value) in headers {
             if let Some(extra) = key.as_str().strip_prefix("impersonate-extra-") {
-                extras.push((extra.to_owned(), text(value)?));
+                extras.push((unescape_extra_key(extra), text(value)?));
             }
         }
         let Some(target) = target else {
@@ -735,10 +759,10 @@ impl Auth {
         if let Some(uid) = &uid {
             impersonate(AUTHENTICATION_GROUP, "uids", "", "", uid)?;
         }
-        if !extras.is_empty() {
-            return Err(ApiError::bad_request(
-                "Impersonate-Extra-* headers are not supported",
-            ));
+        let mut extra: std::collections::BTreeMap<String, Vec<String>> =
+            std::collections::BTreeMap::new();
+        for (key, value) in extras {
+            extra.entry(key).or_default().push(value);
         }
         let mut groups = groups;
         if let Some((namespace, _)) = service_account
@@ -761,7 +785,7 @@ impl Auth {
             name: target,
             uid: uid.unwrap_or_default(),
             groups,
-            extra: Default::default(),
+            extra,
         })
     }
 
@@ -1734,16 +1758,30 @@ mod tests {
             )
             .unwrap();
         assert_eq!(with_uid.uid, "u1");
-        let error = auth
+        // Extras allowed are the user's extra: one key per header name, percent-decoded, its
+        // values in order; a key that does not decode is kept as it is.
+        let with_extra = auth
             .impersonate(
                 ids.clone(),
                 &headers(&[
                     ("impersonate-user", "alice"),
                     ("impersonate-extra-scopes", "x"),
+                    ("impersonate-extra-scopes", "y"),
+                    ("impersonate-extra-example.com%2fteam", "a"),
+                    ("impersonate-extra-odd%zz", "b"),
                 ]),
             )
-            .unwrap_err();
-        assert_eq!(error.code, 400);
+            .unwrap();
+        assert_eq!(
+            with_extra.extra,
+            [
+                ("example.com/team".to_owned(), vec!["a".to_owned()]),
+                ("odd%zz".to_owned(), vec!["b".to_owned()]),
+                ("scopes".to_owned(), vec!["x".to_owned(), "y".to_owned()]),
+            ]
+            .into_iter()
+            .collect()
+        );
         // `system:unauthenticated` given keeps `system:authenticated` out; anonymous gets it.
         let anonymous = auth
             .impersonate(

@@ -27,7 +27,7 @@
 //!   reaches it within the wait, else at the cache's newest revision; either way it misses no
 //!   event after its start.
 //! - **Writes** (create, update, patch, delete, deletecollection) are forwarded unchanged with
-//!   the proxy's credentials, plus `Impersonate-User`/`Impersonate-Group`/`Impersonate-Uid` of
+//!   the proxy's credentials, plus `Impersonate-User`/`Impersonate-Group`/`Impersonate-Uid`/`Impersonate-Extra-*` of
 //!   the authenticated caller with `--upstream-impersonate`. The upstream's status code and body
 //!   are returned unchanged, after the cache has reached the written resource version (for a
 //!   delete: until the object is gone from the cache or carries the returned version), at most
@@ -1160,23 +1160,46 @@ impl UpstreamEvents {
     }
 }
 
-/// The impersonation headers for `user`.
-fn impersonation(user: &User) -> Vec<(&'static str, HeaderValue)> {
+/// The impersonation headers for `user`: its name, uid, groups and extra
+/// (`Impersonate-Extra-<key>`, the key escaped as client-go's `headerKeyEscape` escapes it).
+fn impersonation(user: &User) -> Vec<(String, HeaderValue)> {
     let mut headers = Vec::new();
     if let Ok(value) = HeaderValue::from_str(&user.name) {
-        headers.push(("Impersonate-User", value));
+        headers.push(("Impersonate-User".to_owned(), value));
     }
     if !user.uid.is_empty()
         && let Ok(value) = HeaderValue::from_str(&user.uid)
     {
-        headers.push(("Impersonate-Uid", value));
+        headers.push(("Impersonate-Uid".to_owned(), value));
     }
     for group in &user.groups {
         if let Ok(value) = HeaderValue::from_str(group) {
-            headers.push(("Impersonate-Group", value));
+            headers.push(("Impersonate-Group".to_owned(), value));
+        }
+    }
+    for (key, values) in &user.extra {
+        let name = format!("Impersonate-Extra-{}", escape_extra_key(key));
+        for value in values {
+            if let Ok(value) = HeaderValue::from_str(value) {
+                headers.push((name.clone(), value));
+            }
         }
     }
     headers
+}
+
+/// An extra's key in a header name, as client-go escapes it: the bytes a header name may hold
+/// (letters, digits, ``!#$&'*+-.^_`|~``) kept, every other `%XX`.
+fn escape_extra_key(key: &str) -> String {
+    let mut out = String::with_capacity(key.len());
+    for byte in key.bytes() {
+        if byte.is_ascii_alphanumeric() || b"!#$&'*+-.^_`|~".contains(&byte) {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
 }
 
 fn respond(code: StatusCode, mut headers: HeaderMap, body: Bytes) -> Response {
@@ -1268,19 +1291,27 @@ mod tests {
             name: "alice".into(),
             uid: "u1".into(),
             groups: vec!["dev".into(), "system:authenticated".into()],
-            extra: Default::default(),
+            extra: [(
+                "example.com/team".to_owned(),
+                vec!["a".to_owned(), "b".to_owned()],
+            )]
+            .into_iter()
+            .collect(),
         };
-        let headers: Vec<(&str, String)> = impersonation(&user)
+        let headers: Vec<(String, String)> = impersonation(&user)
             .into_iter()
             .map(|(k, v)| (k, v.to_str().unwrap().to_owned()))
             .collect();
+        let pair = |k: &str, v: &str| (k.to_owned(), v.to_owned());
         assert_eq!(
             headers,
             [
-                ("Impersonate-User", "alice".to_owned()),
-                ("Impersonate-Uid", "u1".to_owned()),
-                ("Impersonate-Group", "dev".to_owned()),
-                ("Impersonate-Group", "system:authenticated".to_owned()),
+                pair("Impersonate-User", "alice"),
+                pair("Impersonate-Uid", "u1"),
+                pair("Impersonate-Group", "dev"),
+                pair("Impersonate-Group", "system:authenticated"),
+                pair("Impersonate-Extra-example.com%2Fteam", "a"),
+                pair("Impersonate-Extra-example.com%2Fteam", "b"),
             ]
         );
     }
