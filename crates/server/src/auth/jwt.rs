@@ -1,6 +1,6 @@
 //! JWT (OIDC) bearer tokens, as kube-apiserver 1.33's JWT authenticator
 //! (`k8s.io/apiserver/plugin/pkg/authenticator/token/oidc`) accepts them, configured by
-//! `--authentication-config` or the `--oidc-*` flags (`crate::config::JwtConfig`).
+//! `--authentication-config` or the `--oidc-*` flags (`crate::config::authn::JwtConfig`).
 //!
 //! ## Guarantees
 //! - **Which tokens**: a bearer token of at most `--jwt-token-bytes-max` bytes whose
@@ -71,7 +71,7 @@ use serde_json::{Map, Value};
 use watchkeeper_api::cel_rules::authentication::{self, Expression, Outcome, Variable};
 
 use super::User;
-use crate::config::{JwtAuthenticator, JwtConfig};
+use crate::config::authn::{JwtAuthenticator, JwtConfig};
 
 /// Seconds a token's `nbf` may be ahead of the clock (go-oidc's leeway).
 pub const NBF_LEEWAY_SECONDS: f64 = 60.0;

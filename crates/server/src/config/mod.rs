@@ -13,7 +13,7 @@ use watchkeeper_store::StoreKind;
 mod admission;
 pub mod admission_plugins;
 mod audit;
-mod authn;
+pub mod authn;
 pub mod controllers;
 mod encryption;
 mod error;
