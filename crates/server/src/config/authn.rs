@@ -772,55 +772,34 @@ fn from_legacy_flags(args: &ServeArgs) -> Result<Option<JwtAuthenticator>, Confi
     Ok(Some(authenticator))
 }
 
-fn bounded<T: PartialOrd + Copy + std::fmt::Display>(
-    flag: &'static str,
-    value: Option<T>,
-    default: T,
-    range: std::ops::RangeInclusive<T>,
-    unit: &str,
-) -> Result<T, ConfigError> {
-    let value = value.unwrap_or(default);
-    if !range.contains(&value) {
-        return Err(ConfigError::flag(
-            flag,
-            format!(
-                "{flag} {value}: must be between {} and {} {unit}",
-                range.start(),
-                range.end()
-            ),
-        ));
-    }
-    Ok(value)
-}
-
 /// The JWT authenticators of `args` (`disallowed`: the service account issuers, which no JWT
 /// authenticator may claim).
 ///
 /// # Errors
 /// Kube's refusal of the file or the flags, or a bound out of its range.
 pub(super) fn from_args(args: &ServeArgs, disallowed: &[String]) -> Result<JwtConfig, ConfigError> {
-    let token_bytes_max = bounded(
+    let token_bytes_max = super::bounded(
         "--jwt-token-bytes-max",
         args.jwt_token_bytes_max,
         super::defaults::JWT_TOKEN_BYTES_MAX,
         1024..=1 << 20,
         "bytes",
     )?;
-    let refresh_ms = bounded(
+    let refresh_ms = super::bounded(
         "--jwt-keys-refresh-interval-ms",
         args.jwt_keys_refresh_interval_ms,
         super::defaults::JWT_KEYS_REFRESH_INTERVAL_MS,
         1..=86_400_000,
         "milliseconds",
     )?;
-    let timeout_ms = bounded(
+    let timeout_ms = super::bounded(
         "--jwt-issuer-timeout-ms",
         args.jwt_issuer_timeout_ms,
         super::defaults::JWT_ISSUER_TIMEOUT_MS,
         100..=600_000,
         "milliseconds",
     )?;
-    let response_max = bounded(
+    let response_max = super::bounded(
         "--jwt-issuer-response-bytes-max",
         args.jwt_issuer_response_bytes_max,
         super::defaults::JWT_ISSUER_RESPONSE_BYTES_MAX,

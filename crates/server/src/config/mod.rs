@@ -1760,28 +1760,20 @@ impl ServeConfig {
                 ),
             ));
         }
-        let proxy_requests_max = args
-            .proxy_requests_max
-            .unwrap_or(defaults::PROXY_REQUESTS_MAX);
-        if !(1..=defaults::PROXY_REQUESTS_MAX_LIMIT).contains(&proxy_requests_max) {
-            return Err(ConfigError::flag(
-                "--proxy-requests-max",
-                format!(
-                    "--proxy-requests-max {proxy_requests_max}: must be between 1 and 10000 requests"
-                ),
-            ));
-        }
-        let proxy_connect_timeout_ms = args
-            .proxy_connect_timeout_ms
-            .unwrap_or(defaults::PROXY_CONNECT_TIMEOUT_MS);
-        if !(100..=600_000).contains(&proxy_connect_timeout_ms) {
-            return Err(ConfigError::flag(
-                "--proxy-connect-timeout-ms",
-                format!(
-                    "--proxy-connect-timeout-ms {proxy_connect_timeout_ms}: must be between 100 and 600000 milliseconds"
-                ),
-            ));
-        }
+        let proxy_requests_max = bounded(
+            "--proxy-requests-max",
+            args.proxy_requests_max,
+            defaults::PROXY_REQUESTS_MAX,
+            1..=defaults::PROXY_REQUESTS_MAX_LIMIT,
+            "requests",
+        )?;
+        let proxy_connect_timeout_ms = bounded(
+            "--proxy-connect-timeout-ms",
+            args.proxy_connect_timeout_ms,
+            defaults::PROXY_CONNECT_TIMEOUT_MS,
+            100..=600_000,
+            "milliseconds",
+        )?;
         let consistency_ms = args
             .consistency_check_interval_ms
             .unwrap_or(defaults::CONSISTENCY_CHECK_INTERVAL_MS);
@@ -1895,6 +1887,29 @@ impl ServeConfig {
             proxy_connect_timeout: Duration::from_millis(proxy_connect_timeout_ms),
         })
     }
+}
+
+/// `value` (`default` when not given), or the flag's refusal `FLAG VALUE: must be between A and
+/// B UNIT` outside `range`.
+pub(super) fn bounded<T: PartialOrd + Copy + std::fmt::Display>(
+    flag: &'static str,
+    value: Option<T>,
+    default: T,
+    range: std::ops::RangeInclusive<T>,
+    unit: &str,
+) -> Result<T, ConfigError> {
+    let value = value.unwrap_or(default);
+    if !range.contains(&value) {
+        return Err(ConfigError::flag(
+            flag,
+            format!(
+                "{flag} {value}: must be between {} and {} {unit}",
+                range.start(),
+                range.end()
+            ),
+        ));
+    }
+    Ok(value)
 }
 
 #[cfg(test)]
