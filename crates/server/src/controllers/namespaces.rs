@@ -123,22 +123,18 @@ const AUTHENTICATION_NAMESPACE: &str = "kube-system";
 /// Its key for the client CA bundle.
 const CLIENT_CA_KEY: &str = "client-ca-file";
 
-/// The certificate blocks of a PEM bundle, each written as [`pem_text`] writes it (so equal
-/// certificates compare equal); `None` when it does not parse.
+/// The certificate blocks of a PEM bundle, each written as
+/// [`crate::http::connection::pem_bundle`] writes it (so equal certificates compare equal);
+/// `None` when it does not parse.
 fn certificate_blocks(bundle: &str) -> Option<Vec<String>> {
     let blocks = pem::parse_many(bundle).ok()?;
     Some(
         blocks
             .iter()
             .filter(|block| block.tag() == "CERTIFICATE")
-            .map(|block| pem_text(block.contents()))
+            .map(|block| crate::http::connection::pem_bundle([block.contents()]))
             .collect(),
     )
-}
-
-fn pem_text(der: &[u8]) -> String {
-    let config = pem::EncodeConfig::new().set_line_ending(pem::LineEnding::LF);
-    pem::encode_config(&pem::Pem::new("CERTIFICATE", der), config)
 }
 
 /// What kube's cluster authentication trust controller writes to

@@ -205,12 +205,17 @@ pub fn root_ca_bundle(tls: &TlsConfig) -> Result<String, TlsSetupError> {
         }
         (None, None) => return Ok(String::new()),
     };
-    // One block after another, as a CA bundle file has them.
+    Ok(pem_bundle(certs.iter().map(AsRef::as_ref)))
+}
+
+/// Certificates (DER) as a PEM bundle: one `CERTIFICATE` block after another, LF line
+/// endings, as a CA bundle file has them.
+pub fn pem_bundle<'a>(certs: impl IntoIterator<Item = &'a [u8]>) -> String {
     let config = pem::EncodeConfig::new().set_line_ending(pem::LineEnding::LF);
-    Ok(certs
-        .iter()
-        .map(|cert| pem::encode_config(&pem::Pem::new("CERTIFICATE", cert.as_ref()), config))
-        .collect())
+    certs
+        .into_iter()
+        .map(|cert| pem::encode_config(&pem::Pem::new("CERTIFICATE", cert), config))
+        .collect()
 }
 
 /// The certificates of `--client-ca-file` as a PEM bundle (one block after another), `None`
@@ -224,13 +229,7 @@ pub fn client_ca_bundle(tls: &TlsConfig) -> Result<Option<String>, TlsSetupError
         return Ok(None);
     };
     let certs = read_pem_certs("--client-ca-file", path)?;
-    let config = pem::EncodeConfig::new().set_line_ending(pem::LineEnding::LF);
-    Ok(Some(
-        certs
-            .iter()
-            .map(|cert| pem::encode_config(&pem::Pem::new("CERTIFICATE", cert.as_ref()), config))
-            .collect(),
-    ))
+    Ok(Some(pem_bundle(certs.iter().map(AsRef::as_ref))))
 }
 
 /// Builds the rustls configuration (ring provider, TLS 1.2 and 1.3, ALPN h2 then http/1.1),
