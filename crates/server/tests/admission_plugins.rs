@@ -3,7 +3,7 @@
 //! and `--admission-control` choose what runs, refused at start in kube's words; each
 //! optional plugin this server runs answers as kube's does, and does nothing when off.
 
-mod common;
+use crate::common;
 
 use base64::Engine as _;
 use serde_json::{Value, json};

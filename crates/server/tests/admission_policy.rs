@@ -5,7 +5,7 @@
 //! params, applies to custom resources and to deletes, to dry runs, stops when its binding
 //! goes, and its expressions must compile.
 
-mod common;
+use crate::common;
 
 use serde_json::{Value, json};
 use watchkeeper::config::ServeArgs;

@@ -20,8 +20,8 @@
 //! of 1 share, every limited level has a nominal ceil(6 × shares / 246) = 1 seat; the test
 //! levels neither lend nor borrow unless a test says so, so they keep exactly 1.
 
-mod common;
-mod kubectl_support;
+use crate::common;
+use crate::kubectl_support;
 
 use std::net::SocketAddr;
 

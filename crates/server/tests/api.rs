@@ -2,8 +2,8 @@
 //! memory, embedded and etcd backends (etcd from scripts/test; a missing WATCHKEEPER_TEST_ETCD
 //! fails the etcd tests with a message, it never skips them).
 
-mod common;
-mod kubectl_support;
+use crate::common;
+use crate::kubectl_support;
 
 use common::*;
 use serde_json::{Value, json};

@@ -3,7 +3,7 @@
 //! them, and the kind's own rules (validation, status strategy, defaults). Every wait is on a
 //! watch event, never on time.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;

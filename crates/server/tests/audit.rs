@@ -3,8 +3,8 @@
 //! event's fields as kube-apiserver writes them; rotation by size; the refusals at start; a
 //! log that cannot be written in the blocking and blocking-strict modes.
 
-mod common;
-mod kubectl_support;
+use crate::common;
+use crate::kubectl_support;
 
 use std::path::{Path, PathBuf};
 

@@ -4,7 +4,7 @@
 //! groups, non-resource paths, the open health and version paths, and startup errors that name
 //! the malformed line.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

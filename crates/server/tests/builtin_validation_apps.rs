@@ -2,8 +2,8 @@
 //! writes, over real HTTP: each invalid object or status is answered 422 Invalid with kube's
 //! message (its causes, in kube's order), and a valid one of the same kind is written.
 
-mod common;
-mod kubectl_support;
+use crate::common;
+use crate::kubectl_support;
 
 use common::*;
 use kubectl_support::Kubectl;

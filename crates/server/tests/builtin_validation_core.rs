@@ -2,7 +2,7 @@
 //! HTTP: each invalid object is answered 422 Invalid with kube's message (its causes, in
 //! kube's order), and a valid one of the same kind is written.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};

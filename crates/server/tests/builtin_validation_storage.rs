@@ -2,7 +2,7 @@
 //! CertificateSigningRequests over real HTTP: each invalid object is answered 422 Invalid with
 //! kube's message (its causes in kube's order), valid ones are written.
 
-mod common;
+use crate::common;
 
 use base64::Engine as _;
 use common::*;

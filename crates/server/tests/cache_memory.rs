@@ -5,7 +5,7 @@
 //! a delete makes room; the histories keep to half the bound. What the bound saves in RSS is
 //! measured in docs/ARCHITECTURE.md, never asserted here.
 
-mod common;
+use crate::common;
 
 use serde_json::{Value, json};
 use watchkeeper::config::ServeArgs;

@@ -13,7 +13,7 @@
 //!   Ready means the caches have applied the rebuilt history, not only been sent it.
 //!   (The etcd variant, a watch moving to a sibling instance, is in `tests/api.rs`.)
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! that carries them out, `controllers::garbage_collector`) and namespace deletion
 //! (`controllers::namespaces`). Every wait is on a watch event, never on time.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 

@@ -7,8 +7,8 @@
 //! wrongly, fails or is down refused in kube's words, reads included, and served again once it
 //! answers.
 
-mod common;
-mod kubectl_support;
+use crate::common;
+use crate::kubectl_support;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

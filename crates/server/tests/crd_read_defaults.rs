@@ -5,7 +5,7 @@
 //! without writing the objects, and with the old watches ending cleanly (kube rebuilds a CRD's
 //! storage on such a change).
 
-mod common;
+use crate::common;
 
 use common::{WatchReader, get_json, send_json, server};
 use serde_json::{Value, json};

@@ -2,7 +2,7 @@
 //! Pod created and read back hold the fields kube-apiserver 1.33's defaulters give them
 //! (`pkg/apis/{core,apps,batch}/v1/defaults.go` and their generated nested defaulters).
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};

@@ -5,7 +5,7 @@
 //! cleanup finalizer (`Terminating` condition, creates refused while its objects go), and the
 //! graceful deletion of pods on a node.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 

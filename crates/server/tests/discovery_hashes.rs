@@ -3,7 +3,7 @@
 //! the resources kube lists without storage (reviews, `componentstatuses`) nor for
 //! subresources, and one hash (the storage version's) for every served version of a CRD.
 
-mod common;
+use crate::common;
 
 use common::{get_json, send_json, server};
 use serde_json::{Value, json};

@@ -6,8 +6,8 @@
 //! `--encryption-provider-config-automatic-reload` takes a rewritten file's new first key
 //! for new writes and keeps a refused file from changing anything.
 
-mod common;
-mod kubectl_support;
+use crate::common;
+use crate::kubectl_support;
 
 use common::*;
 use serde_json::json;

@@ -7,7 +7,7 @@
 //! Each test starts its own etcd from `ETCD_BINARY` (scripts/test sets it; a test fails
 //! without it rather than skipping), without `--experimental-watch-progress-notify-interval`.
 
-mod common;
+use crate::common;
 
 use serde_json::Value;
 use watchkeeper::config::ServeArgs;

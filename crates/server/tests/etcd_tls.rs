@@ -9,7 +9,7 @@
 //! Each test makes its certificates with rcgen and starts its own etcd from `ETCD_BINARY`
 //! (scripts/test sets it; a test fails without it rather than skipping).
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -34,8 +34,8 @@
 //!
 //! Failures are collected and reported together, each naming its file or case.
 
-mod common;
-mod kubectl_support;
+use crate::common;
+use crate::kubectl_support;
 
 use std::collections::BTreeMap;
 use std::io::Read;

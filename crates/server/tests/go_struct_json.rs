@@ -6,8 +6,8 @@
 //! expected value is derived from the field's Go type and JSON tag in `k8s.io/api` v0.33
 //! (cited next to it).
 
-mod common;
-mod kubectl_support;
+use crate::common;
+use crate::kubectl_support;
 
 use std::net::SocketAddr;
 

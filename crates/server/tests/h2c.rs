@@ -1,6 +1,6 @@
 //! Watches over HTTP/2 without TLS (h2c, prior knowledge), with curl as the client.
 
-mod common;
+use crate::common;
 
 use std::process::Stdio;
 

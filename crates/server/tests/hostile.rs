@@ -11,7 +11,7 @@
 //! kube's bounded warnings; an HTTP/2 client that opens and cancels streams without end
 //! (CVE-2023-44487, "rapid reset") is sent GOAWAY and leaves nothing in flight.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 

@@ -9,7 +9,7 @@
 //! A LIST's `Table` whose printer columns make each row cost millions of steps stops once its
 //! request is gone (its deadline's 504), freeing its heavy-request slot.
 
-mod common;
+use crate::common;
 
 use serde_json::{Value, json};
 use watchkeeper::config::ServeArgs;

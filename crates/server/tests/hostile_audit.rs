@@ -10,7 +10,7 @@
 //! parser's, which quoted the body back, in kube's frame for a create's undecodable body. A body past `--max-request-body-bytes` is kube's 413
 //! `Request entity too large: limit is N`, declared or chunked.
 
-mod common;
+use crate::common;
 
 use watchkeeper::config::ServeArgs;
 

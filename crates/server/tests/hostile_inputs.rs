@@ -18,7 +18,7 @@
 //! kube reads it (it was refused as an alias bomb). A review's JSON body is decoded into its Go
 //! type (an array of access-review attributes was answered, and echoed back as sent).
 
-mod common;
+use crate::common;
 
 use tokio::io::AsyncWriteExt;
 use watchkeeper::config::ServeArgs;

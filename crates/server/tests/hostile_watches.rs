@@ -8,7 +8,7 @@
 //! watcher: a custom resource's printer columns can make one cost seconds; and a watch's
 //! heavy Tables (objects' sizes times columns) are made with the runtime worker handed on.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 

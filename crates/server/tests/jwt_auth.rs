@@ -2,7 +2,7 @@
 //! against a real HTTPS issuer (hyper + rustls, a test CA) serving the discovery document and
 //! the JWKS, with RSA and EC keys generated here (RSA by `openssl genpkey`).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -2,7 +2,7 @@
 //! kube's defaults, the `status` subresource's rules, generation, kube's validation answers,
 //! Table columns and protobuf.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};

@@ -6,7 +6,7 @@
 //! No test sleeps on wall time or asserts a duration: every wait is for an event, bounded by
 //! [`common::HANG_GUARD`] as a hang guard only.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;

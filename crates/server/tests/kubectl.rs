@@ -10,8 +10,8 @@
 //! The etcd variant needs `WATCHKEEPER_TEST_ETCD` (scripts/test starts etcd and sets it); it
 //! fails without it rather than skipping.
 
-mod common;
-mod kubectl_support;
+use crate::common;
+use crate::kubectl_support;
 
 use serde_json::Value;
 use watchkeeper::config::ServeArgs;

@@ -9,8 +9,8 @@
 //!
 //! One test per verb group, each with a server of its own.
 
-mod common;
-mod kubectl_support;
+use crate::common;
+use crate::kubectl_support;
 
 use serde_json::{Value, json};
 use watchkeeper::config::ServeArgs;

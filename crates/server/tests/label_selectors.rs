@@ -3,7 +3,7 @@
 //! (`DecodeParameters` → `errors.NewBadRequest(err.Error())`), and `>` / `<` select the
 //! objects whose label is an integer above / below the bound, in a LIST and in a WATCH.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 

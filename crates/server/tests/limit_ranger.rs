@@ -2,7 +2,7 @@
 //! `source::limit_ranger`): pods defaulted and annotated, pods and claims refused in kube's
 //! words, every LimitRange of the namespace applied, ResourceQuota seeing the defaults.
 
-mod common;
+use crate::common;
 
 use serde_json::{Value, json};
 use watchkeeper::config::ServeArgs;

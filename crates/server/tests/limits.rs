@@ -6,7 +6,7 @@
 //! bound and are released at their deadline. CustomResourceDefinitions serve at most
 //! `--max-custom-resource-versions` resources (refused at the write, bounded at the catalog).
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 

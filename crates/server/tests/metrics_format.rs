@@ -5,7 +5,7 @@
 //! (they depend on timing), and a histogram's `le` bound is compared as the number it denotes
 //! (`0.000001` and `1e-06` are the same bucket to every Prometheus parser).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;

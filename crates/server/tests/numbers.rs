@@ -9,7 +9,7 @@
 //! answers, go-yaml's `%g` text of a float (`1e+20`, `1e-07`). A built-in kind's integer field
 //! refuses a float literal and an int32 overflow in Go's words, and takes `-0` as 0.
 
-mod common;
+use crate::common;
 
 use common::{request, request_with_headers, send_json, server, server_with};
 use serde_json::{Value, json};

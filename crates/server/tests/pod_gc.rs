@@ -9,8 +9,8 @@
 //! kubectl, a namespace holding an orphaned pod finishes deleting, one holding a pod on a Ready
 //! node stays `Terminating`, and `drain` of an out-of-service node finishes.
 
-mod common;
-mod kubectl_support;
+use crate::common;
+use crate::kubectl_support;
 
 use std::net::SocketAddr;
 

@@ -5,8 +5,8 @@
 //! `pods`, the managed fields' `subresource`, one MODIFIED event per resize, LimitRanger and
 //! ResourceQuota on the resize, discovery, and the real kubectl's `patch --subresource resize`.
 
-mod common;
-mod kubectl_support;
+use crate::common;
+use crate::kubectl_support;
 
 use std::path::Path;
 

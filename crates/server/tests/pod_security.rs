@@ -6,8 +6,8 @@
 //! `--disable-admission-plugins PodSecurity` turns all of it off; `--admission-control-config-file`
 //! sets its defaults and exemptions.
 
-mod common;
-mod kubectl_support;
+use crate::common;
+use crate::kubectl_support;
 
 use common::*;
 use serde_json::{Value, json};

@@ -1,7 +1,7 @@
 //! Pod spec validation over real HTTP (memory store): the bad pods and templates users meet
 //! are refused with kube's 422 Status (code, reason, message, causes), the valid ones kept.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};

@@ -3,8 +3,8 @@
 //! environment variable, duplicate ports...) is written and answered with kube's `Warning`
 //! headers, before PodSecurity's; a metadata-only update of a workload says nothing.
 
-mod common;
-mod kubectl_support;
+use crate::common;
+use crate::kubectl_support;
 
 use common::*;
 use serde_json::json;

@@ -9,8 +9,8 @@
 //! No test sleeps on wall time or asserts a duration: every wait is for an event or a
 //! condition, bounded by [`common::HANG_GUARD`] as a hang guard only.
 
-mod common;
-mod kubectl_support;
+use crate::common;
+use crate::kubectl_support;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;

@@ -7,7 +7,7 @@
 //! the first run pays for `pip install`. A failing `python3 -m venv` or `pip install` fails the
 //! test with pip's output: it is never skipped silently.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

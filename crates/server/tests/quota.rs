@@ -8,8 +8,8 @@
 //! The etcd test starts its own etcd from `ETCD_BINARY` (scripts/test sets it); it fails
 //! without it rather than skipping.
 
-mod common;
-mod kubectl_support;
+use crate::common;
+use crate::kubectl_support;
 
 use std::net::SocketAddr;
 

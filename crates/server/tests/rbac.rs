@@ -5,8 +5,8 @@
 //! `--authorization-mode`, and the real kubectl (`auth can-i`, `auth can-i --list`,
 //! `create role`, `create rolebinding`, `--as` impersonation).
 
-mod common;
-mod kubectl_support;
+use crate::common;
+use crate::kubectl_support;
 
 use std::path::Path;
 

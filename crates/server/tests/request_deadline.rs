@@ -6,7 +6,7 @@
 //! Every wait here waits on an event (an answer, a reset, a close, a count), bounded by the
 //! hang guard.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 

@@ -1,7 +1,7 @@
 //! ResourceQuota object counts, compute and storage over HTTP, as kube-apiserver's quota
 //! admission and kube's quota controller keep them (see `source::resource_quota`).
 
-mod common;
+use crate::common;
 
 use serde_json::{Value, json};
 use watchkeeper::config::ServeArgs;

@@ -5,8 +5,8 @@
 //! IPAddress's name is an address in canonical form; a ServiceCIDR's `spec.cidrs` never
 //! changes and its status is written through `/status` only).
 
-mod common;
-mod kubectl_support;
+use crate::common;
+use crate::kubectl_support;
 
 use common::*;
 use serde_json::{Value, json};

@@ -3,7 +3,7 @@
 //! receives every event in order and the stream stayed open; in legacy mode the same run shows
 //! the server terminating it.
 
-mod common;
+use crate::common;
 
 use common::*;
 use watchkeeper::config::ServeArgs;

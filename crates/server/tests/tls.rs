@@ -5,8 +5,8 @@
 //! address refused at startup, and `kubectl create token` with the token used by
 //! `kubectl --token` (kubectl sends tokens only over TLS). Certificates are made per test with rcgen.
 
-mod common;
-mod kubectl_support;
+use crate::common;
+use crate::kubectl_support;
 
 use std::path::Path;
 

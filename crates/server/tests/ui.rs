@@ -8,7 +8,7 @@
 //! Screenshots are kept as artifacts in `<target>/ui-artifacts/` (the paths are printed).
 //! Every wait is on a condition (the JSON endpoint, a watch event), never on wall time.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -7,8 +7,8 @@
 //! down, namespace and object selectors, dry runs against `sideEffects`, a webhook that never
 //! answers within `timeoutSeconds`, and the configurations' validation.
 
-mod common;
-mod kubectl_support;
+use crate::common;
+use crate::kubectl_support;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -5,7 +5,7 @@
 //! pods; fields a kind does not declare and fields given twice, dropped and warned about or
 //! refused as `fieldValidation` says, in bodies, patches, apply bodies and custom resources.
 
-mod common;
+use crate::common;
 
 use serde_json::{Value, json};
 
