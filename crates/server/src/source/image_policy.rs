@@ -38,7 +38,6 @@
 //!   in-process validating plugins, before the validating webhooks.
 //! - kube's kubeconfig errors are client-go's; these are kube-rs'.
 
-use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -47,6 +46,7 @@ use serde_json::{Value, json};
 use watchkeeper_api::time::go_duration;
 
 use super::event_rate_limit::{MonotonicTicks, Ticks};
+use super::webhook::answers::Answers;
 use super::webhook::kubeconfig::Target;
 
 /// The most answers kept (kube's `NewLRUExpireCache(1024)`).
@@ -177,60 +177,6 @@ pub fn parse(value: Option<&Value>) -> Result<Config, String> {
 }
 
 /// A kept answer: its status, when it expires, its last use.
-#[derive(Debug)]
-struct Kept {
-    status: Value,
-    expires: Duration,
-    used: u64,
-}
-
-/// The answers kept, by review spec.
-#[derive(Debug, Default)]
-struct Answers {
-    by_spec: HashMap<String, Kept>,
-    by_use: BTreeMap<u64, String>,
-    uses: u64,
-}
-
-impl Answers {
-    fn get(&mut self, spec: &str, now: Duration) -> Option<Value> {
-        let kept = self.by_spec.get_mut(spec)?;
-        if kept.expires <= now {
-            let used = kept.used;
-            self.by_spec.remove(spec);
-            self.by_use.remove(&used);
-            return None;
-        }
-        self.uses += 1;
-        self.by_use.remove(&kept.used);
-        kept.used = self.uses;
-        self.by_use.insert(self.uses, spec.to_owned());
-        Some(kept.status.clone())
-    }
-
-    fn add(&mut self, spec: String, status: Value, expires: Duration) {
-        if let Some(old) = self.by_spec.remove(&spec) {
-            self.by_use.remove(&old.used);
-        }
-        while self.by_spec.len() >= CACHE_ENTRIES {
-            let Some((_, oldest)) = self.by_use.pop_first() else {
-                break;
-            };
-            self.by_spec.remove(&oldest);
-        }
-        self.uses += 1;
-        self.by_use.insert(self.uses, spec.clone());
-        self.by_spec.insert(
-            spec,
-            Kept {
-                status,
-                expires,
-                used: self.uses,
-            },
-        );
-    }
-}
-
 /// The plugin: its configuration, its webhook's client (made on first use, within the
 /// runtime; until one is made, a review fails as an unreachable webhook does), its answers
 /// kept.
@@ -238,7 +184,7 @@ impl Answers {
 pub struct ImagePolicy {
     config: Config,
     webhook: tokio::sync::OnceCell<Target>,
-    answers: Mutex<Answers>,
+    answers: Mutex<Answers<Value>>,
     ticks: Arc<dyn Ticks>,
     calls: std::sync::atomic::AtomicU64,
 }
@@ -273,7 +219,7 @@ impl ImagePolicy {
         ImagePolicy {
             config,
             webhook: tokio::sync::OnceCell::new(),
-            answers: Mutex::default(),
+            answers: Mutex::new(Answers::new(CACHE_ENTRIES)),
             ticks,
             calls: std::sync::atomic::AtomicU64::new(0),
         }
@@ -539,7 +485,7 @@ mod tests {
 
     #[test]
     fn the_cache_is_bounded_and_expires() {
-        let mut answers = Answers::default();
+        let mut answers = Answers::new(CACHE_ENTRIES);
         let at = Duration::from_secs;
         answers.add("a".to_owned(), json!({"allowed": true}), at(10));
         assert!(answers.get("a", at(9)).is_some());
@@ -547,7 +493,7 @@ mod tests {
         for i in 0..=CACHE_ENTRIES {
             answers.add(i.to_string(), json!({}), at(100));
         }
-        assert_eq!(answers.by_spec.len(), CACHE_ENTRIES);
+        assert_eq!(answers.len(), CACHE_ENTRIES);
         assert!(answers.get("0", at(1)).is_none(), "the oldest went");
     }
 }

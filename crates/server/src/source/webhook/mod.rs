@@ -52,6 +52,7 @@
 //! - The object is sent at the request's version even when `matchPolicy: Equivalent`
 //!   matched another version (kube converts it).
 
+pub mod answers;
 pub mod client;
 pub mod conversion;
 pub mod kubeconfig;
