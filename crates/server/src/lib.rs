@@ -300,6 +300,18 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
             .map_err(crate::auth::AuthFileError::from)?,
         )),
     };
+    let token_webhook = match &config.token_webhook {
+        Some(webhook) => Some(Arc::new(
+            crate::auth::token_webhook::TokenWebhook::start(
+                webhook,
+                config.service_accounts.api_audiences.clone(),
+                config.limits.request_body_bytes_max,
+            )
+            .await
+            .map_err(crate::auth::AuthFileError::TokenWebhook)?,
+        )),
+        None => None,
+    };
     let auth = Arc::new(
         crate::auth::Auth::load(
             config.token_auth_file.as_deref(),
@@ -310,6 +322,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         .with_jwt(
             crate::auth::jwt::Jwt::start(&config.jwt).map_err(crate::auth::AuthFileError::Jwt)?,
         )
+        .with_token_webhook(token_webhook)
         .with_authorization(&config.authorization_modes),
     );
     let audit = crate::audit::Audit::start(&config.audit, auth.clone()).await?;

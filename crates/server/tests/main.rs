@@ -62,6 +62,7 @@ mod resource_quota;
 mod service_cidrs;
 mod slow_reader;
 mod tls;
+mod token_webhook;
 mod ui;
 mod webhooks;
 mod writes;

@@ -434,8 +434,11 @@ where
     S: tower::Service<Request, Response = Response, Error = Infallible>,
 {
     let received_micros = event::now_micros();
-    audit.auth.prepare(request.headers()).await;
-    let info = request::Info::of(&audit.auth, &request);
+    let prepared = audit.auth.prepare(request.headers()).await;
+    let info = request::Info::of(&audit.auth, &request, &prepared);
+    // The limits layer authenticates with it too (the token webhook is asked once).
+    let mut request = request;
+    request.extensions_mut().insert(prepared);
     let decision = audit.policy.evaluate(&info.attributes());
     if decision.level == Level::None {
         let Ok(mut response) = inner.call(request).await;

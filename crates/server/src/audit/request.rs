@@ -8,7 +8,7 @@ use axum::extract::Request;
 use axum::http::{HeaderMap, Method};
 
 use super::policy::Attributes;
-use crate::auth::{Auth, User};
+use crate::auth::{Auth, Prepared, User};
 use crate::request::{Target, Verb};
 
 /// kube's `ObjectReference` of an event.
@@ -41,12 +41,17 @@ pub(super) struct Info {
 
 impl Info {
     /// Reads `request` (authenticating it as the limits layer will, and its impersonation).
-    pub(super) fn of(auth: &Auth, request: &Request) -> Info {
+    pub(super) fn of(auth: &Auth, request: &Request, prepared: &Prepared) -> Info {
         let (method, uri, headers) = (request.method(), request.uri(), request.headers());
         let path = uri.path();
         let connection = request.extensions().get::<Arc<crate::limits::Connection>>();
         let user = auth
-            .authenticate_peer(path, headers, connection.and_then(|c| c.peer.as_ref()))
+            .authenticate_peer(
+                path,
+                headers,
+                connection.and_then(|c| c.peer.as_ref()),
+                prepared,
+            )
             .ok();
         let impersonated = match &user {
             Some(user) if headers.contains_key("impersonate-user") => {

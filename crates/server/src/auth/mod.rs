@@ -49,6 +49,16 @@
 //! audit and limits layers first await [`Auth::prepare`], which refetches an issuer's keys
 //! (bounded, see [`jwt`]) for a token naming a key not yet loaded.
 //!
+//! ## Authentication: the token webhook
+//! With `--authentication-token-webhook-config-file`, a bearer token none of the above knows
+//! is reviewed by the webhook the kubeconfig names ([`token_webhook`]: kube's `TokenReview`,
+//! answers kept for `--authentication-token-webhook-cache-ttl`, calls bounded and shared),
+//! asked last as kube's union authenticator asks it. [`Auth::prepare`] makes the call on the
+//! request's task before the synchronous authentication, which takes its answer
+//! ([`Prepared`]); the audit layer prepares first and hands its answer to the limits layer,
+//! so a request asks at most once. Requests without credentials then get 401 (except
+//! [`OPEN_PATHS`]).
+//!
 //! ## Impersonation
 //! An authenticated caller may act as another user with kube-apiserver's headers
 //! `Impersonate-User`, `Impersonate-Group` (repeated) and `Impersonate-Uid`
@@ -116,6 +126,7 @@ pub mod cel;
 pub mod jwt;
 pub mod rbac;
 pub mod serviceaccount;
+pub mod token_webhook;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -190,6 +201,9 @@ pub enum AuthFileError {
     /// A JWT authenticator cannot be made.
     #[error("{0}")]
     Jwt(String),
+    /// The token webhook's kubeconfig cannot be used.
+    #[error("{0}")]
+    TokenWebhook(String),
     /// The service account signing key cannot be used.
     #[error(transparent)]
     Key(#[from] serviceaccount::KeyError),
@@ -384,6 +398,8 @@ pub struct Auth {
     service_accounts: Option<Arc<serviceaccount::ServiceAccountTokens>>,
     /// The JWT (OIDC) authenticators (`--authentication-config`, `--oidc-*`).
     jwt: Option<Arc<jwt::Jwt>>,
+    /// The token webhook (`--authentication-token-webhook-config-file`), asked last.
+    token_webhook: Option<Arc<token_webhook::TokenWebhook>>,
     /// The authorizers in order (`--authorization-mode`).
     modes: Vec<AuthorizationMode>,
     /// The RBAC authorizer, when `RBAC` is one of the modes.
@@ -411,6 +427,7 @@ impl Auth {
             client_certificates: false,
             service_accounts: None,
             jwt: None,
+            token_webhook: None,
             modes: vec![AuthorizationMode::AlwaysAllow],
             rbac: None,
         }
@@ -455,6 +472,7 @@ impl Auth {
             client_certificates: false,
             service_accounts: None,
             jwt: None,
+            token_webhook: None,
             modes,
             rbac: None,
         })
@@ -485,14 +503,82 @@ impl Auth {
         self
     }
 
-    /// Before authenticating a request: a JWT of a configured issuer naming a key not yet
-    /// loaded waits for (at most) one bounded refetch of that issuer's keys ([`jwt::Jwt::prepare`]).
-    pub async fn prepare(&self, headers: &HeaderMap) {
-        if let Some(jwt) = &self.jwt
-            && let Some(token) = bearer_token(headers)
-        {
+    /// Asks the token webhook (`--authentication-token-webhook-config-file`, see
+    /// [`token_webhook`]) about bearer tokens no other authenticator here knows.
+    #[must_use]
+    pub fn with_token_webhook(mut self, webhook: Option<Arc<token_webhook::TokenWebhook>>) -> Auth {
+        self.token_webhook = webhook;
+        self
+    }
+
+    /// The token webhook, if one is configured.
+    #[must_use]
+    pub fn token_webhook(&self) -> Option<&Arc<token_webhook::TokenWebhook>> {
+        self.token_webhook.as_ref()
+    }
+
+    /// Before authenticating a request, what takes a wait: a JWT of a configured issuer
+    /// naming a key not yet loaded waits for (at most) one bounded refetch of that issuer's
+    /// keys ([`jwt::Jwt::prepare`]); a bearer token no other authenticator knows is reviewed
+    /// by the token webhook ([`token_webhook::TokenWebhook::review`]), whose answer
+    /// [`Auth::authenticate_peer`] then takes.
+    pub async fn prepare(&self, headers: &HeaderMap) -> Prepared {
+        let Some(token) = bearer_token(headers) else {
+            return Prepared::default();
+        };
+        if let Some(jwt) = &self.jwt {
             jwt.prepare(token).await;
         }
+        match &self.token_webhook {
+            Some(webhook) if !self.knows(token) => Prepared(Some(webhook.review(token, &[]).await)),
+            _ => Prepared::default(),
+        }
+    }
+
+    /// Whether an authenticator before the token webhook decides `token` (kube's union asks
+    /// the webhook last): a service account token of this server, a JWT of a configured
+    /// issuer, a token of the file.
+    fn knows(&self, token: &str) -> bool {
+        self.service_accounts
+            .as_ref()
+            .is_some_and(|tokens| tokens.is_issued_here(token))
+            || self
+                .jwt
+                .as_ref()
+                .is_some_and(|jwt| jwt.authenticate(token).is_some())
+            || self.file_user(token).is_some()
+    }
+
+    /// The token file's user of `token`: every token compared, whichever matches.
+    fn file_user(&self, presented: &str) -> Option<&User> {
+        let mut found = None;
+        for (token, user) in self.tokens.iter().flatten() {
+            if constant_time_eq(token, presented.as_bytes()) {
+                found = Some(user);
+            }
+        }
+        found
+    }
+
+    /// The token webhook's user of `presented`: the answer [`Auth::prepare`] got, else one
+    /// kept; `None` when the webhook is not configured or has not answered.
+    fn webhook_user(
+        &self,
+        presented: &str,
+        prepared: Option<&Prepared>,
+    ) -> Option<Result<User, ApiError>> {
+        let webhook = self.token_webhook.as_ref()?;
+        let answer = match prepared.and_then(|p| p.0.clone()) {
+            Some(answer) => answer,
+            None => webhook.kept_for(presented)?,
+        };
+        Some(match answer {
+            token_webhook::Answer::User(user, _) => Ok(with_authenticated_group(user)),
+            token_webhook::Answer::Refused(reason) => {
+                tracing::debug!(%reason, "the token webhook refused a token");
+                Err(unauthorized())
+            }
+        })
     }
 
     /// The user of a bearer JWT of a configured issuer, `None` for any other token (or none).
@@ -563,7 +649,7 @@ impl Auth {
     ///
     /// # Errors
     /// Why the token does not authenticate, in kube-apiserver's words where it has them.
-    pub fn review_token(
+    pub async fn review_token(
         &self,
         token: &str,
         audiences: &[String],
@@ -587,21 +673,28 @@ impl Auth {
             };
             return result.map(|user| (user, audiences));
         }
-        let mut found = None;
-        for (known, user) in self.tokens.iter().flatten() {
-            if constant_time_eq(known, token.as_bytes()) {
-                found = Some(user);
+        let good_for = |audiences: &[String]| {
+            if audiences.is_empty() {
+                api_audiences()
+            } else {
+                audiences.to_vec()
             }
+        };
+        if let Some(user) = self.file_user(token) {
+            return Ok((user.clone(), good_for(audiences)));
         }
-        match found {
-            Some(user) => Ok((
-                user.clone(),
-                if audiences.is_empty() {
-                    api_audiences()
-                } else {
-                    audiences.to_vec()
-                },
-            )),
+        match &self.token_webhook {
+            Some(webhook) => match webhook.review(token, audiences).await {
+                token_webhook::Answer::User(user, good) => {
+                    let good = if good.is_empty() {
+                        good_for(audiences)
+                    } else {
+                        good
+                    };
+                    Ok((with_authenticated_group(user), good))
+                }
+                token_webhook::Answer::Refused(reason) => Err(reason),
+            },
             None => Err("invalid bearer token".to_owned()),
         }
     }
@@ -616,6 +709,7 @@ impl Auth {
         path: &str,
         headers: &HeaderMap,
         peer: Option<&PeerIdentity>,
+        prepared: &Prepared,
     ) -> Result<User, ApiError> {
         if let Some(peer) = peer {
             let mut groups = peer.groups.clone();
@@ -634,18 +728,22 @@ impl Auth {
             return user;
         }
         if self.tokens.is_none()
+            && self.token_webhook.is_none()
             && (self.client_certificates || self.jwt.is_some())
             && !OPEN_PATHS.contains(&path)
         {
             return Err(unauthorized());
         }
-        self.authenticate(path, headers)
+        self.authenticate_with(path, headers, Some(prepared))
     }
 
     /// Whether requests need a token.
     #[must_use]
     pub fn authentication_enabled(&self) -> bool {
-        self.tokens.is_some() || self.client_certificates || self.jwt.is_some()
+        self.tokens.is_some()
+            || self.client_certificates
+            || self.jwt.is_some()
+            || self.token_webhook.is_some()
     }
 
     /// Who sent a request. Open paths and servers without a token file give the anonymous user.
@@ -653,30 +751,37 @@ impl Auth {
     /// # Errors
     /// 401 Unauthorized: no bearer token, or not one of the file's.
     pub fn authenticate(&self, path: &str, headers: &HeaderMap) -> Result<User, ApiError> {
+        self.authenticate_with(path, headers, None)
+    }
+
+    /// [`Auth::authenticate`] with what [`Auth::prepare`] found, if it ran.
+    fn authenticate_with(
+        &self,
+        path: &str,
+        headers: &HeaderMap,
+        prepared: Option<&Prepared>,
+    ) -> Result<User, ApiError> {
         if let Some(user) = self.service_account_user(headers) {
             return user;
         }
         if let Some(user) = self.jwt_user(headers) {
             return user;
         }
-        let Some(tokens) = &self.tokens else {
+        if self.tokens.is_none() && self.token_webhook.is_none() {
             if self.jwt.is_some() && !OPEN_PATHS.contains(&path) {
                 return Err(unauthorized());
             }
             return Ok(User::anonymous());
-        };
+        }
         if OPEN_PATHS.contains(&path) {
             return Ok(User::anonymous());
         }
         let presented = bearer_token(headers).ok_or_else(unauthorized)?;
-        let mut found = None;
-        // Every token is compared, whichever matches.
-        for (token, user) in tokens {
-            if constant_time_eq(token, presented.as_bytes()) {
-                found = Some(user);
-            }
+        if let Some(user) = self.file_user(presented) {
+            return Ok(user.clone());
         }
-        found.cloned().ok_or_else(unauthorized)
+        self.webhook_user(presented, prepared)
+            .unwrap_or_else(|| Err(unauthorized()))
     }
 
     /// The user a request acts as: `user` itself, or the one its `Impersonate-User` (with
@@ -924,6 +1029,11 @@ impl Auth {
     }
 }
 
+/// What [`Auth::prepare`] found before a request is authenticated: the token webhook's
+/// answer for its bearer token, when it was asked.
+#[derive(Clone, Debug, Default)]
+pub struct Prepared(Option<token_webhook::Answer>);
+
 /// What the authorization chain decided.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Decision {
@@ -1112,6 +1222,20 @@ impl Auth {
             }
         }
     }
+}
+
+/// `user` in `system:authenticated` unless it is anonymous or its groups say already (kube's
+/// `AuthenticatedGroupAdder`).
+fn with_authenticated_group(mut user: User) -> User {
+    if user.name != "system:anonymous"
+        && !user
+            .groups
+            .iter()
+            .any(|g| g == "system:authenticated" || g == "system:unauthenticated")
+    {
+        user.groups.push("system:authenticated".to_owned());
+    }
+    user
 }
 
 fn unauthorized() -> ApiError {
@@ -1626,6 +1750,7 @@ mod tests {
             client_certificates: false,
             service_accounts: None,
             jwt: None,
+            token_webhook: None,
             modes: vec![AuthorizationMode::Abac],
             rbac: None,
         };
@@ -1804,6 +1929,7 @@ mod tests {
             client_certificates: false,
             service_accounts: None,
             jwt: None,
+            token_webhook: None,
             modes: vec![AuthorizationMode::Abac],
             rbac: None,
         };

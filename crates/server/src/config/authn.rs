@@ -862,6 +862,76 @@ pub(super) fn from_args(args: &ServeArgs, disallowed: &[String]) -> Result<JwtCo
     })
 }
 
+/// The token webhook's configuration (`--authentication-token-webhook-*`), `None` without
+/// `--authentication-token-webhook-config-file`; the kubeconfig is read at start too (kube
+/// reads it when it builds the authenticator).
+///
+/// # Errors
+/// kube-apiserver's words for an unsupported version; a kubeconfig that cannot be read; a
+/// cache TTL that is not a Go duration; the bounds out of range.
+pub(super) fn token_webhook_from_args(
+    args: &ServeArgs,
+) -> Result<Option<crate::auth::token_webhook::TokenWebhookConfig>, ConfigError> {
+    const FILE_FLAG: &str = "--authentication-token-webhook-config-file";
+    let cache_entries = super::bounded(
+        "--authentication-token-webhook-cache-entries",
+        args.authentication_token_webhook_cache_entries,
+        super::defaults::TOKEN_WEBHOOK_CACHE_ENTRIES,
+        1..=1_000_000,
+        "answers",
+    )?;
+    let calls_max = super::bounded(
+        "--authentication-token-webhook-calls-max",
+        args.authentication_token_webhook_calls_max,
+        super::defaults::TOKEN_WEBHOOK_CALLS_MAX,
+        1..=10_000,
+        "calls",
+    )?;
+    let version = match args.authentication_token_webhook_version.as_deref() {
+        None | Some("v1beta1") => "v1beta1",
+        Some("v1") => "v1",
+        Some(other) => {
+            return Err(ConfigError::flag(
+                "--authentication-token-webhook-version",
+                format!(
+                    "unsupported authentication webhook version {}, supported versions are \"v1\", \"v1beta1\"",
+                    watchkeeper_core::gotext::go_quote(other)
+                ),
+            ));
+        }
+    };
+    let cache_ttl = match args.authentication_token_webhook_cache_ttl.as_deref() {
+        None => super::defaults::TOKEN_WEBHOOK_CACHE_TTL,
+        Some(text) if matches!(text.trim(), "0" | "0s") => Duration::ZERO,
+        Some(text) => super::limits::parse_go_duration(text).ok_or_else(|| {
+            ConfigError::flag(
+                "--authentication-token-webhook-cache-ttl",
+                format!(
+                    "invalid argument {} for \"--authentication-token-webhook-cache-ttl\" flag: time: invalid duration {} (a Go duration such as 2m0s or 30s, 0s for none, at most a day)",
+                    watchkeeper_core::gotext::go_quote(text),
+                    watchkeeper_core::gotext::go_quote(text)
+                ),
+            )
+        })?,
+    };
+    let Some(config_file) = &args.authentication_token_webhook_config_file else {
+        return Ok(None);
+    };
+    kube::config::Kubeconfig::read_from(config_file).map_err(|error| {
+        ConfigError::flag(
+            FILE_FLAG,
+            format!("{FILE_FLAG} {}: {error}", config_file.display()),
+        )
+    })?;
+    Ok(Some(crate::auth::token_webhook::TokenWebhookConfig {
+        config_file: config_file.clone(),
+        version,
+        cache_ttl,
+        cache_entries,
+        calls_max,
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

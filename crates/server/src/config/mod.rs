@@ -285,6 +285,28 @@ pub struct ServeArgs {
     /// a failed fetch (1024 to 67108864) [default: 1048576].
     #[arg(long)]
     pub jwt_issuer_response_bytes_max: Option<usize>,
+    /// kube-apiserver's `--authentication-token-webhook-config-file`: a kubeconfig naming the
+    /// server that reviews bearer tokens no other authenticator knows (`TokenReview` POSTed to
+    /// its URL; see `auth::token_webhook`) [default: none].
+    #[arg(long)]
+    pub authentication_token_webhook_config_file: Option<PathBuf>,
+    /// kube-apiserver's `--authentication-token-webhook-version`: the `TokenReview` version
+    /// sent, `v1beta1` or `v1` [default: v1beta1].
+    #[arg(long)]
+    pub authentication_token_webhook_version: Option<String>,
+    /// kube-apiserver's `--authentication-token-webhook-cache-ttl`: how long the webhook's
+    /// answers are kept, a Go duration (`2m0s`, `30s`; `0s` keeps none; at most a day)
+    /// [default: 2m0s].
+    #[arg(long)]
+    pub authentication_token_webhook_cache_ttl: Option<String>,
+    /// The most token webhook answers kept, the least recently used dropped first (1 to
+    /// 1000000) [default: 4096].
+    #[arg(long)]
+    pub authentication_token_webhook_cache_entries: Option<usize>,
+    /// Token webhook calls in flight at once, over all requests; a request waits for a slot
+    /// within its own deadline (1 to 10000) [default: 64].
+    #[arg(long)]
+    pub authentication_token_webhook_calls_max: Option<usize>,
     /// kube-apiserver's ABAC policy file (one JSON policy per line); without it every
     /// authenticated request is allowed.
     #[arg(long)]
@@ -822,7 +844,12 @@ impl ServeArgs {
             jwt_token_bytes_max,
             jwt_keys_refresh_interval_ms,
             jwt_issuer_timeout_ms,
-            jwt_issuer_response_bytes_max
+            jwt_issuer_response_bytes_max,
+            authentication_token_webhook_config_file,
+            authentication_token_webhook_version,
+            authentication_token_webhook_cache_ttl,
+            authentication_token_webhook_cache_entries,
+            authentication_token_webhook_calls_max
         )
     }
 }
@@ -935,6 +962,8 @@ pub struct ServeConfig {
     pub service_accounts: ServiceAccountConfig,
     /// JWT (OIDC) authenticators (`--authentication-config`, `--oidc-*`, `--jwt-*`).
     pub jwt: JwtConfig,
+    /// The token webhook (`--authentication-token-webhook-*`), if configured.
+    pub token_webhook: Option<crate::auth::token_webhook::TokenWebhookConfig>,
     /// `--webhook-calls-max`: admission webhook calls in flight at once (see
     /// `crate::source::webhook::client`).
     pub webhook_calls_max: usize,
@@ -1124,6 +1153,12 @@ pub mod defaults {
     pub const JWT_ISSUER_TIMEOUT_MS: u64 = 30_000;
     /// `--jwt-issuer-response-bytes-max`.
     pub const JWT_ISSUER_RESPONSE_BYTES_MAX: usize = 1 << 20;
+    /// `--authentication-token-webhook-cache-ttl` (kube's 2m).
+    pub const TOKEN_WEBHOOK_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(120);
+    /// `--authentication-token-webhook-cache-entries`.
+    pub const TOKEN_WEBHOOK_CACHE_ENTRIES: usize = 4096;
+    /// `--authentication-token-webhook-calls-max`.
+    pub const TOKEN_WEBHOOK_CALLS_MAX: usize = 64;
     /// The largest `--webhook-calls-max`.
     pub const WEBHOOK_CALLS_MAX_LIMIT: usize = 10_000;
     /// `--proxy-requests-max`.
@@ -1547,6 +1582,7 @@ impl ServeConfig {
         let upstream = UpstreamConfig::from_args(&args)?;
         let service_accounts = ServiceAccountConfig::from_args(&args)?;
         let jwt = authn::from_args(&args, &service_accounts.issuers)?;
+        let token_webhook = authn::token_webhook_from_args(&args)?;
         let tls = TlsConfig::from_args(&args)?;
         let limits = LimitsConfig::from_args(&args)?;
         let (pod_gc, resource_quota_sync_period) = controllers::from_args(&args)?;
@@ -1882,6 +1918,7 @@ impl ServeConfig {
             service_node_port_range,
             service_accounts,
             jwt,
+            token_webhook,
             webhook_calls_max,
             proxy_requests_max,
             proxy_connect_timeout: Duration::from_millis(proxy_connect_timeout_ms),

@@ -586,7 +586,7 @@ async fn route(
             return resource_request(app, context, "", "v1", rest).await;
         }
         ["apis", group, version, rest @ ..] => {
-            if let Some(result) = review::serve(app, context, group, version, rest) {
+            if let Some(result) = review::serve(app, context, group, version, rest).await {
                 let plural = rest.last().copied().unwrap_or_default().to_owned();
                 let response = result.unwrap_or_else(|error| error_response(&error));
                 let response =

@@ -45,7 +45,7 @@ use crate::respond::json_response;
 
 /// Answers a request under `/apis/{group}/{version}/...` if it names a review resource;
 /// `None` otherwise (the request is an ordinary resource request).
-pub fn serve(
+pub async fn serve(
     app: &App,
     context: &RequestContext,
     group: &str,
@@ -69,7 +69,7 @@ pub fn serve(
         )));
     }
     let def = ResourceDef::named(group, version, plural, kind, namespaced);
-    Some(review(app, context, &def, namespace))
+    Some(review(app, context, &def, namespace).await)
 }
 
 /// The review of `context`'s body, decoded, its unknown and repeated fields reported into
@@ -133,7 +133,7 @@ fn decode(
     }
 }
 
-fn review(
+async fn review(
     app: &App,
     context: &RequestContext,
     def: &ResourceDef,
@@ -167,7 +167,7 @@ fn review(
             rules_status(app, caller, namespace)
         }
         "selfsubjectaccessreviews" => access_status(app, caller, &spec, None)?,
-        "tokenreviews" => token_status(app, &spec)?,
+        "tokenreviews" => token_status(app, &spec).await?,
         _ => {
             let subject = User {
                 name: text(&spec, "user").to_owned(),
@@ -214,7 +214,7 @@ fn review(
 
 /// `TokenReviewStatus` for the token in `spec`: the user it authenticates as and the
 /// audiences it is good for, or kube-apiserver's empty user with the error.
-fn token_status(app: &App, spec: &Value) -> Result<Value, ApiError> {
+async fn token_status(app: &App, spec: &Value) -> Result<Value, ApiError> {
     let token = text(spec, "token");
     if token.is_empty() {
         return Err(ApiError::bad_request(
@@ -231,7 +231,7 @@ fn token_status(app: &App, spec: &Value) -> Result<Value, ApiError> {
                 .collect()
         })
         .unwrap_or_default();
-    Ok(match app.auth.review_token(token, &audiences) {
+    Ok(match app.auth.review_token(token, &audiences).await {
         Ok((user, audiences)) => {
             json!({"authenticated": true, "user": user_info(&user), "audiences": audiences})
         }

@@ -1185,13 +1185,18 @@ where
         },
         Err(error) => return limits.reject(Limit::Path, &error),
     }
-    state.auth.prepare(&parts.headers).await;
+    // The audit layer prepared it when it ran first.
+    let prepared = match parts.extensions.remove::<crate::auth::Prepared>() {
+        Some(prepared) => prepared,
+        None => state.auth.prepare(&parts.headers).await,
+    };
     let user = match state
         .auth
         .authenticate_peer(
             parts.uri.path(),
             &parts.headers,
             connection.as_ref().and_then(|c| c.peer.as_ref()),
+            &prepared,
         )
         .and_then(|user| state.auth.impersonate(user, &parts.headers))
     {
