@@ -1999,6 +1999,20 @@ mod tests {
                 "jwt-issuer-response-bytes-max",
                 config.jwt.issuer_response_bytes_max.to_string(),
             ),
+            (
+                "authentication-token-webhook-cache-ttl",
+                watchkeeper_api::time::go_duration(
+                    defaults::TOKEN_WEBHOOK_CACHE_TTL.as_nanos() as i128
+                ),
+            ),
+            (
+                "authentication-token-webhook-cache-entries",
+                defaults::TOKEN_WEBHOOK_CACHE_ENTRIES.to_string(),
+            ),
+            (
+                "authentication-token-webhook-calls-max",
+                defaults::TOKEN_WEBHOOK_CALLS_MAX.to_string(),
+            ),
             ("max-invalid-causes", limits.invalid_causes_max.to_string()),
             (
                 "request-read-timeout-seconds",
