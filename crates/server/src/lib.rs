@@ -323,6 +323,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
             crate::auth::jwt::Jwt::start(&config.jwt).map_err(crate::auth::AuthFileError::Jwt)?,
         )
         .with_token_webhook(token_webhook)
+        .with_request_header(config.tls.requestheader.clone())
         .with_authorization(&config.authorization_modes),
     );
     let audit = crate::audit::Audit::start(&config.audit, auth.clone()).await?;
@@ -622,6 +623,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         crate::limits::Limits::new(&config.limits, config.min_request_timeout).with_apf(apf),
     );
     let settings = crate::http::connection::ConnectionSettings {
+        peer_roots: Arc::new(crate::http::connection::PeerRoots::new(&config.tls)?),
         tls,
         handshake_timeout: config.tls.handshake_timeout,
         max_buf_size: config.limits.max_buf_size(),

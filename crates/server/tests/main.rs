@@ -58,6 +58,7 @@ mod query_props;
 mod quota;
 mod rbac;
 mod request_deadline;
+mod request_header;
 mod resource_quota;
 mod service_cidrs;
 mod slow_reader;

@@ -30,6 +30,16 @@
 //! token, as kube-apiserver tries x509 first. With a client CA and no token file, requests
 //! without a certificate get 401 too (except [`OPEN_PATHS`]).
 //!
+//! ## Authentication: a front proxy's request headers
+//! With `--requestheader-client-ca-file` (TLS only), the handshake takes client certificates
+//! of either CA, and the connection layer tells which verified one
+//! (`http::connection::PeerRoots`, [`PeerIdentity::x509`], [`PeerIdentity::front_proxy`]). A
+//! front proxy's certificate (its CA's, its CN in `--requestheader-allowed-names` or that list
+//! empty) makes the request the user its `--requestheader-*` headers name, asked first as
+//! kube's request-header authenticator is; without a username header the request goes on to
+//! the certificate (when `--client-ca-file` verifies it too) and the tokens. Headers from any
+//! other client count for nothing.
+//!
 //! ## Authentication: service account tokens
 //! The server issues service account tokens (`serviceaccounts/{name}/token`, see
 //! `http::token`) and accepts them as bearer tokens, with or without a token file: a bearer
@@ -136,13 +146,19 @@ use axum::http::{HeaderMap, Method, header};
 use serde::Deserialize;
 use watchkeeper_api::{ApiError, ResourceDef};
 
-/// The user a verified client certificate names: CN and O values of its subject.
+/// The user a verified client certificate names: CN and O values of its subject, and which
+/// of the server's client CAs verified it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PeerIdentity {
     /// The subject's common name.
     pub user: String,
     /// The subject's organization values.
     pub groups: Vec<String>,
+    /// `--client-ca-file` verified it: the certificate authenticates as CN and O.
+    pub x509: bool,
+    /// `--requestheader-client-ca-file` verified it and its CN is allowed: a front proxy,
+    /// whose request headers name the caller.
+    pub front_proxy: bool,
 }
 
 impl PeerIdentity {
@@ -166,7 +182,12 @@ impl PeerIdentity {
             .filter_map(|o| o.as_str().ok())
             .map(str::to_owned)
             .collect();
-        Ok(PeerIdentity { user, groups })
+        Ok(PeerIdentity {
+            user,
+            groups,
+            x509: true,
+            front_proxy: false,
+        })
     }
 }
 
@@ -400,6 +421,8 @@ pub struct Auth {
     jwt: Option<Arc<jwt::Jwt>>,
     /// The token webhook (`--authentication-token-webhook-config-file`), asked last.
     token_webhook: Option<Arc<token_webhook::TokenWebhook>>,
+    /// The front proxy's headers (`--requestheader-*`), asked first.
+    request_header: Option<crate::config::RequestHeaderConfig>,
     /// The authorizers in order (`--authorization-mode`).
     modes: Vec<AuthorizationMode>,
     /// The RBAC authorizer, when `RBAC` is one of the modes.
@@ -428,6 +451,7 @@ impl Auth {
             service_accounts: None,
             jwt: None,
             token_webhook: None,
+            request_header: None,
             modes: vec![AuthorizationMode::AlwaysAllow],
             rbac: None,
         }
@@ -473,6 +497,7 @@ impl Auth {
             service_accounts: None,
             jwt: None,
             token_webhook: None,
+            request_header: None,
             modes,
             rbac: None,
         })
@@ -509,6 +534,63 @@ impl Auth {
     pub fn with_token_webhook(mut self, webhook: Option<Arc<token_webhook::TokenWebhook>>) -> Auth {
         self.token_webhook = webhook;
         self
+    }
+
+    /// Takes the identity a front proxy's request headers give (`--requestheader-*`) from
+    /// connections whose client certificate `--requestheader-client-ca-file` verified.
+    #[must_use]
+    pub fn with_request_header(
+        mut self,
+        request_header: Option<crate::config::RequestHeaderConfig>,
+    ) -> Auth {
+        self.request_header = request_header;
+        self
+    }
+
+    /// The user a front proxy's headers name (kube's request-header authenticator): the first
+    /// username header with a value, else `None`; the first uid header with a value; every
+    /// value of the group headers; the extra of the prefixed headers, keyed by the rest of
+    /// their name, percent-decoded.
+    fn request_header_user(&self, headers: &HeaderMap) -> Option<User> {
+        let config = self.request_header.as_ref()?;
+        let first = |names: &[String]| {
+            names.iter().find_map(|name| {
+                headers
+                    .get(name.as_str())
+                    .and_then(|v| v.to_str().ok())
+                    .filter(|v| !v.is_empty())
+                    .map(str::to_owned)
+            })
+        };
+        let name = first(&config.username_headers)?;
+        let uid = first(&config.uid_headers).unwrap_or_default();
+        let groups = config
+            .group_headers
+            .iter()
+            .flat_map(|name| headers.get_all(name.as_str()))
+            .filter_map(|v| v.to_str().ok())
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned)
+            .collect();
+        let mut extra: std::collections::BTreeMap<String, Vec<String>> =
+            std::collections::BTreeMap::new();
+        for prefix in &config.extra_headers_prefix {
+            for (header, value) in headers {
+                let Some(key) = header.as_str().strip_prefix(prefix.as_str()) else {
+                    continue;
+                };
+                extra
+                    .entry(unescape_extra_key(key))
+                    .or_default()
+                    .push(String::from_utf8_lossy(value.as_bytes()).into_owned());
+            }
+        }
+        Some(with_authenticated_group(User {
+            name,
+            uid,
+            groups,
+            extra,
+        }))
     }
 
     /// The token webhook, if one is configured.
@@ -711,7 +793,16 @@ impl Auth {
         peer: Option<&PeerIdentity>,
         prepared: &Prepared,
     ) -> Result<User, ApiError> {
-        if let Some(peer) = peer {
+        // kube's order: the front proxy's headers, then the certificate itself.
+        if let Some(peer) = peer
+            && peer.front_proxy
+            && let Some(user) = self.request_header_user(headers)
+        {
+            return Ok(user);
+        }
+        if let Some(peer) = peer
+            && peer.x509
+        {
             let mut groups = peer.groups.clone();
             groups.push("system:authenticated".to_owned());
             return Ok(User {
@@ -729,7 +820,7 @@ impl Auth {
         }
         if self.tokens.is_none()
             && self.token_webhook.is_none()
-            && (self.client_certificates || self.jwt.is_some())
+            && (self.client_certificates || self.jwt.is_some() || self.request_header.is_some())
             && !OPEN_PATHS.contains(&path)
         {
             return Err(unauthorized());
@@ -744,6 +835,7 @@ impl Auth {
             || self.client_certificates
             || self.jwt.is_some()
             || self.token_webhook.is_some()
+            || self.request_header.is_some()
     }
 
     /// Who sent a request. Open paths and servers without a token file give the anonymous user.
@@ -1751,6 +1843,7 @@ mod tests {
             service_accounts: None,
             jwt: None,
             token_webhook: None,
+            request_header: None,
             modes: vec![AuthorizationMode::Abac],
             rbac: None,
         };
@@ -1930,6 +2023,7 @@ mod tests {
             service_accounts: None,
             jwt: None,
             token_webhook: None,
+            request_header: None,
             modes: vec![AuthorizationMode::Abac],
             rbac: None,
         };

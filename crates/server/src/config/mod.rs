@@ -30,8 +30,8 @@ pub use authn::{
 pub use controllers::PodGcConfig;
 pub use error::ConfigError;
 pub use limits::{LimitsConfig, REQUEST_BODY_MAX, go_duration_seconds};
-pub use tls::TlsConfig;
 pub(crate) use tls::pem_certificates;
+pub use tls::{RequestHeaderConfig, TlsConfig};
 
 /// Flags of `watchkeeper serve`. Every field is optional so that a flag given on the command
 /// line can be told from a default; see [`ServeConfig`] for the defaults.
@@ -442,6 +442,33 @@ pub struct ServeArgs {
     /// PEM CA bundle for client certificates (user = CN, groups = O); needs TLS.
     #[arg(long)]
     pub client_ca_file: Option<PathBuf>,
+    /// kube-apiserver's `--requestheader-client-ca-file`: PEM CA certificates of an
+    /// authenticating front proxy; a client certificate they verify (with a CN of
+    /// `--requestheader-allowed-names`) makes the request's identity that of its
+    /// `--requestheader-*-headers` (TLS only) [default: none].
+    #[arg(long)]
+    pub requestheader_client_ca_file: Option<PathBuf>,
+    /// kube-apiserver's `--requestheader-allowed-names`, comma-separated: the front proxy
+    /// certificates' common names accepted [default: any the CA verifies].
+    #[arg(long, value_delimiter = ',')]
+    pub requestheader_allowed_names: Option<Vec<String>>,
+    /// kube-apiserver's `--requestheader-username-headers`, comma-separated: the headers
+    /// naming the user, the first with a value wins (usually X-Remote-User) [default: none].
+    #[arg(long, value_delimiter = ',')]
+    pub requestheader_username_headers: Option<Vec<String>>,
+    /// kube-apiserver's `--requestheader-uid-headers`, comma-separated: the headers naming
+    /// the user's UID, the first with a value wins (usually X-Remote-Uid) [default: none].
+    #[arg(long, value_delimiter = ',')]
+    pub requestheader_uid_headers: Option<Vec<String>>,
+    /// kube-apiserver's `--requestheader-group-headers`, comma-separated: every value of
+    /// these headers is a group (usually X-Remote-Group) [default: none].
+    #[arg(long, value_delimiter = ',')]
+    pub requestheader_group_headers: Option<Vec<String>>,
+    /// kube-apiserver's `--requestheader-extra-headers-prefix`, comma-separated: headers with
+    /// these prefixes carry the user's extra, the rest of the name its (percent-decoded,
+    /// lowercase) key (usually X-Remote-Extra-) [default: none].
+    #[arg(long, value_delimiter = ',')]
+    pub requestheader_extra_headers_prefix: Option<Vec<String>>,
     /// PEM CA bundle published in every namespace's `kube-root-ca.crt` ConfigMap (as
     /// kube-controller-manager's flag) [default: the certificates of --tls-cert-file after its
     /// leaf, or the leaf when it is alone; empty without TLS].
@@ -774,6 +801,12 @@ impl ServeArgs {
             tls_cert_file,
             tls_private_key_file,
             client_ca_file,
+            requestheader_client_ca_file,
+            requestheader_allowed_names,
+            requestheader_username_headers,
+            requestheader_uid_headers,
+            requestheader_group_headers,
+            requestheader_extra_headers_prefix,
             root_ca_file,
             insecure_allow_plain_http_on_non_loopback,
             tls_handshake_timeout_seconds,

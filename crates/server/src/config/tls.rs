@@ -1,4 +1,4 @@
-//! The TLS part of the configuration (`--tls-*`, `--client-ca-file`,
+//! The TLS part of the configuration (`--tls-*`, `--client-ca-file`, `--requestheader-*`,
 //! `--insecure-allow-plain-http-on-non-loopback`); the connection layer is in `http`.
 
 use std::path::PathBuf;
@@ -24,6 +24,114 @@ pub struct TlsConfig {
     pub allow_plain_non_loopback: bool,
     /// `--tls-handshake-timeout-seconds` [default: 10].
     pub handshake_timeout: Duration,
+    /// The front proxy's request headers (`--requestheader-*`), with their CA.
+    pub requestheader: Option<RequestHeaderConfig>,
+}
+
+/// kube-apiserver's request-header authentication (`--requestheader-*`): who a front proxy,
+/// authenticated by a client certificate of its own CA, says the caller is.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RequestHeaderConfig {
+    /// `--requestheader-client-ca-file`.
+    pub client_ca_file: PathBuf,
+    /// `--requestheader-allowed-names` (empty: any the CA verifies).
+    pub allowed_names: Vec<String>,
+    /// `--requestheader-username-headers`, lowercase.
+    pub username_headers: Vec<String>,
+    /// `--requestheader-uid-headers`, lowercase.
+    pub uid_headers: Vec<String>,
+    /// `--requestheader-group-headers`, lowercase.
+    pub group_headers: Vec<String>,
+    /// `--requestheader-extra-headers-prefix`, lowercase.
+    pub extra_headers_prefix: Vec<String>,
+}
+
+impl RequestHeaderConfig {
+    /// The request-header flags, `None` without `--requestheader-client-ca-file` (kube builds
+    /// no request-header authenticator then).
+    ///
+    /// # Errors
+    /// kube's words for a value of only spaces; the CA without TLS.
+    fn from_args(args: &ServeArgs) -> Result<Option<RequestHeaderConfig>, ConfigError> {
+        let list = |flag: &'static str, values: &Option<Vec<String>>| {
+            let values: Vec<String> = values.iter().flatten().cloned().collect();
+            if values.iter().any(|v| !v.is_empty() && v.trim().is_empty()) {
+                // kube's `checkForWhiteSpaceOnly`.
+                return Err(ConfigError::flag(
+                    flag,
+                    format!("empty value in {}", flag.trim_start_matches('-')),
+                ));
+            }
+            Ok(values
+                .into_iter()
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+                .collect::<Vec<String>>())
+        };
+        let lower = |values: Vec<String>| -> Vec<String> {
+            values.into_iter().map(|v| v.to_ascii_lowercase()).collect()
+        };
+        let allowed_names = list(
+            "--requestheader-allowed-names",
+            &args.requestheader_allowed_names,
+        )?;
+        let username_headers = lower(list(
+            "--requestheader-username-headers",
+            &args.requestheader_username_headers,
+        )?);
+        let uid_headers = lower(list(
+            "--requestheader-uid-headers",
+            &args.requestheader_uid_headers,
+        )?);
+        let group_headers = lower(list(
+            "--requestheader-group-headers",
+            &args.requestheader_group_headers,
+        )?);
+        let extra_headers_prefix = lower(list(
+            "--requestheader-extra-headers-prefix",
+            &args.requestheader_extra_headers_prefix,
+        )?);
+        for (name, values) in [
+            ("--requestheader-username-headers", &username_headers),
+            ("--requestheader-uid-headers", &uid_headers),
+            ("--requestheader-group-headers", &group_headers),
+            (
+                "--requestheader-extra-headers-prefix",
+                &extra_headers_prefix,
+            ),
+        ] {
+            if let Some(bad) = values
+                .iter()
+                .find(|v| axum::http::HeaderName::from_bytes(v.as_bytes()).is_err())
+            {
+                return Err(ConfigError::flag(
+                    name,
+                    format!("{name} {bad:?}: not a header name"),
+                ));
+            }
+        }
+        let Some(client_ca_file) = &args.requestheader_client_ca_file else {
+            return Ok(None);
+        };
+        if args.tls_cert_file.is_none() {
+            return Err(ConfigError::combination(
+                &[
+                    "--requestheader-client-ca-file",
+                    "--tls-cert-file",
+                    "--tls-private-key-file",
+                ],
+                "--requestheader-client-ca-file needs TLS: give --tls-cert-file and --tls-private-key-file",
+            ));
+        }
+        Ok(Some(RequestHeaderConfig {
+            client_ca_file: client_ca_file.clone(),
+            allowed_names,
+            username_headers,
+            uid_headers,
+            group_headers,
+            extra_headers_prefix,
+        }))
+    }
 }
 
 impl TlsConfig {
@@ -55,7 +163,9 @@ impl TlsConfig {
                 "--tls-handshake-timeout-seconds must be positive",
             ));
         }
+        let requestheader = RequestHeaderConfig::from_args(args)?;
         Ok(TlsConfig {
+            requestheader,
             cert_file: args.tls_cert_file.clone(),
             key_file: args.tls_private_key_file.clone(),
             client_ca_file: args.client_ca_file.clone(),

@@ -41,8 +41,9 @@
 //! client CAs each add theirs, and a rotation keeps the old one), `requestheader-*` keys are
 //! kept as they are, any other key is dropped (kube rebuilds the data from what it reads); a
 //! deleted or changed ConfigMap is written again. A `client-ca-file` that does not parse is
-//! replaced (kube's controller fails and retries on it). This server has no request-header
-//! authentication, so it adds no `requestheader-*` key.
+//! replaced (kube's controller fails and retries on it). With `--requestheader-*` this server
+//! authenticates front proxies too, but does not publish them (kube adds the
+//! `requestheader-*` keys; here they are only kept).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

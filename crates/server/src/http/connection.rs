@@ -74,6 +74,7 @@ use crate::http::service::Service;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use rustls::ServerConfig;
 use rustls::server::WebPkiClientVerifier;
+use rustls::server::danger::ClientCertVerifier;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpListener;
@@ -248,21 +249,13 @@ pub fn server_config(tls: &TlsConfig) -> Result<Option<Arc<ServerConfig>>, TlsSe
     let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(|e| TlsSetupError::Protocol(e.to_string()))?;
-    let builder = match &tls.client_ca_file {
-        Some(ca_file) => {
-            let mut roots = rustls::RootCertStore::empty();
-            for cert in read_pem_certs("--client-ca-file", ca_file)? {
-                roots
-                    .add(cert)
-                    .map_err(|e| TlsSetupError::file("--client-ca-file", ca_file, e))?;
-            }
-            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
-                .allow_unauthenticated()
-                .build()
-                .map_err(|e| TlsSetupError::file("--client-ca-file", ca_file, e))?;
-            builder.with_client_cert_verifier(verifier)
-        }
-        None => builder.with_no_client_auth(),
+    // Client certificates of either CA are taken in the handshake; which one verified a
+    // certificate is then told by `PeerRoots`.
+    let cas: Vec<(&'static str, &Path)> = client_cas(tls);
+    let builder = if cas.is_empty() {
+        builder.with_no_client_auth()
+    } else {
+        builder.with_client_cert_verifier(client_verifier(&cas, provider)?)
     };
     let mut config = builder
         .with_single_cert(certs, key)
@@ -271,11 +264,119 @@ pub fn server_config(tls: &TlsConfig) -> Result<Option<Arc<ServerConfig>>, TlsSe
     Ok(Some(Arc::new(config)))
 }
 
+/// The client CAs of `tls`: `--client-ca-file` and `--requestheader-client-ca-file`.
+fn client_cas(tls: &TlsConfig) -> Vec<(&'static str, &Path)> {
+    let mut cas = Vec::new();
+    if let Some(file) = &tls.client_ca_file {
+        cas.push(("--client-ca-file", file.as_path()));
+    }
+    if let Some(requestheader) = &tls.requestheader {
+        cas.push((
+            "--requestheader-client-ca-file",
+            requestheader.client_ca_file.as_path(),
+        ));
+    }
+    cas
+}
+
+/// A verifier of client certificates signed by any of `cas`; a client without one is let in.
+fn client_verifier(
+    cas: &[(&'static str, &Path)],
+    provider: Arc<rustls::crypto::CryptoProvider>,
+) -> Result<Arc<dyn ClientCertVerifier>, TlsSetupError> {
+    let mut roots = rustls::RootCertStore::empty();
+    for (flag, file) in cas {
+        for cert in read_pem_certs(flag, file)? {
+            roots
+                .add(cert)
+                .map_err(|e| TlsSetupError::file(flag, file, e))?;
+        }
+    }
+    let (flag, file) = cas[0];
+    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+        .allow_unauthenticated()
+        .build()
+        .map_err(|e| TlsSetupError::file(flag, file, e))
+}
+
+/// Which of the server's client CAs verified a client certificate: `--client-ca-file` (its
+/// CN and O are the caller) and `--requestheader-client-ca-file` (a front proxy, whose request
+/// headers name the caller when its CN is one of `--requestheader-allowed-names`), as kube's
+/// x509 and request-header authenticators each verify against their own CA.
+#[derive(Debug, Default)]
+pub struct PeerRoots {
+    client_ca: Option<Arc<dyn ClientCertVerifier>>,
+    front_proxy: Option<Arc<dyn ClientCertVerifier>>,
+    allowed_names: Vec<String>,
+}
+
+impl PeerRoots {
+    /// The verifiers of `tls`'s client CAs (none without request-header authentication: the
+    /// handshake's verification against `--client-ca-file` alone says it all then).
+    ///
+    /// # Errors
+    /// A CA file cannot be read.
+    pub fn new(tls: &TlsConfig) -> Result<PeerRoots, TlsSetupError> {
+        let Some(requestheader) = &tls.requestheader else {
+            return Ok(PeerRoots::default());
+        };
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let client_ca = match &tls.client_ca_file {
+            Some(file) => Some(client_verifier(
+                &[("--client-ca-file", file.as_path())],
+                provider.clone(),
+            )?),
+            None => None,
+        };
+        let front_proxy = client_verifier(
+            &[(
+                "--requestheader-client-ca-file",
+                requestheader.client_ca_file.as_path(),
+            )],
+            provider,
+        )?;
+        Ok(PeerRoots {
+            client_ca,
+            front_proxy: Some(front_proxy),
+            allowed_names: requestheader.allowed_names.clone(),
+        })
+    }
+
+    /// The identity of a client that presented `certs` (leaf first, verified by the
+    /// handshake against the union of the CAs); `None` when no CA of its own vouches for it
+    /// (a front proxy's certificate with a name not allowed).
+    ///
+    /// # Errors
+    /// The certificate cannot be read or has no common name.
+    pub fn identify(
+        &self,
+        certs: &[rustls_pki_types::CertificateDer<'_>],
+    ) -> Result<Option<PeerIdentity>, String> {
+        let Some(leaf) = certs.first() else {
+            return Ok(None);
+        };
+        let mut identity = PeerIdentity::from_der(leaf)?;
+        let Some(front_proxy) = &self.front_proxy else {
+            return Ok(Some(identity));
+        };
+        let now = rustls_pki_types::UnixTime::now();
+        let verified = |verifier: &Arc<dyn ClientCertVerifier>| {
+            verifier.verify_client_cert(leaf, &certs[1..], now).is_ok()
+        };
+        identity.x509 = self.client_ca.as_ref().is_some_and(verified);
+        identity.front_proxy = verified(front_proxy)
+            && (self.allowed_names.is_empty() || self.allowed_names.contains(&identity.user));
+        Ok((identity.x509 || identity.front_proxy).then_some(identity))
+    }
+}
+
 /// The hyper settings of every connection.
 #[derive(Clone, Debug)]
 pub struct ConnectionSettings {
     /// TLS, if configured.
     pub tls: Option<Arc<ServerConfig>>,
+    /// Which client CA verified a client certificate.
+    pub peer_roots: Arc<PeerRoots>,
     /// TLS handshake bound.
     pub handshake_timeout: Duration,
     /// HTTP/1.1 read/write buffer bound (headers and buffered response bytes).
@@ -537,8 +638,11 @@ async fn open_connection(
         .peer_certificates()
         .and_then(|certs| certs.first())
     {
-        Some(cert) => match PeerIdentity::from_der(cert) {
-            Ok(identity) => Some(identity),
+        Some(_) => match settings
+            .peer_roots
+            .identify(stream.get_ref().1.peer_certificates().unwrap_or_default())
+        {
+            Ok(identity) => identity,
             Err(error) => {
                 tracing::debug!(%peer, %error, "client certificate refused");
                 return None;

@@ -1,0 +1,178 @@
+//! Request-header authentication as kube-apiserver's (`--requestheader-*`): an authenticating
+//! front proxy presents a client certificate of its own CA, and its `X-Remote-*` headers name
+//! the caller; over real TLS with curl, the front proxy's CA and the client CA made here.
+
+use crate::common;
+
+use std::path::Path;
+
+use rcgen::ExtendedKeyUsagePurpose;
+use serde_json::{Value, json};
+use watchkeeper::config::{ServeArgs, ServeConfig};
+
+use common::pki::Pki;
+
+const REVIEWS: &str = "/apis/authentication.k8s.io/v1/selfsubjectreviews";
+
+/// `POST selfsubjectreviews` over TLS with curl's `extra` arguments: status and body. Over
+/// HTTP/1.1: a refusal answered before its body is read ends an HTTP/2 stream with
+/// `RST_STREAM(NO_ERROR)` (as Go's server does), which this machine's curl reports as a
+/// framing error while it is still uploading.
+async fn whoami(addr: std::net::SocketAddr, ca: &Path, extra: &[&str]) -> (u16, Value) {
+    let output = tokio::time::timeout(
+        common::HANG_GUARD,
+        tokio::process::Command::new("curl")
+            .args(["-sS", "--http1.1", "--cacert"])
+            .arg(ca)
+            .args(extra)
+            .args([
+                "-X",
+                "POST",
+                "-H",
+                "Content-Type: application/json",
+                "-d",
+                r#"{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}"#,
+                "-w",
+                "\n%{http_code}",
+            ])
+            .arg(format!("https://{addr}{REVIEWS}"))
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("curl hung")
+    .expect("curl runs");
+    let text = String::from_utf8_lossy(&output.stdout).to_string();
+    assert!(
+        output.status.success(),
+        "curl: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
+    (
+        code.trim().parse().unwrap_or(0),
+        serde_json::from_str(body).unwrap_or(Value::Null),
+    )
+}
+
+/// A client certificate of `pki` for `cn`: the `--cert` and `--key` arguments.
+fn certificate(pki: &Pki, cn: &str, orgs: &[&str]) -> Vec<String> {
+    let (cert, key) = pki.leaf(&[], cn, orgs, &[ExtendedKeyUsagePurpose::ClientAuth]);
+    vec![
+        "--cert".to_owned(),
+        pki.write(&format!("{cn}.crt"), &cert).display().to_string(),
+        "--key".to_owned(),
+        pki.write(&format!("{cn}.key"), &key).display().to_string(),
+    ]
+}
+
+fn headers(list: &[&str]) -> Vec<String> {
+    list.iter()
+        .flat_map(|h| ["-H".to_owned(), (*h).to_owned()])
+        .collect()
+}
+
+fn args_of(list: &[String]) -> Vec<&str> {
+    list.iter().map(String::as_str).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_front_proxy_s_headers_name_the_caller_and_no_one_else_s_do() {
+    let clients = Pki::new("client-ca");
+    let front = Pki::new("front-proxy-ca");
+    let list = |names: &[&str]| Some(names.iter().map(|n| (*n).to_owned()).collect());
+    let server = common::server_with(ServeArgs {
+        requestheader_client_ca_file: Some(front.ca_file()),
+        requestheader_allowed_names: list(&["front-proxy-client"]),
+        requestheader_username_headers: list(&["X-Remote-User"]),
+        requestheader_uid_headers: list(&["X-Remote-Uid"]),
+        requestheader_group_headers: list(&["X-Remote-Group"]),
+        requestheader_extra_headers_prefix: list(&["X-Remote-Extra-"]),
+        ..clients.server_args()
+    })
+    .await;
+    let ca = clients.ca_file();
+    let proxy = certificate(&front, "front-proxy-client", &[]);
+    let said = headers(&[
+        "X-Remote-User: alice",
+        "X-Remote-Uid: u-9",
+        "X-Remote-Group: g1",
+        "X-Remote-Group: g2",
+        "X-Remote-Extra-Scopes: s1",
+        "X-Remote-Extra-Acme.com%2fproject: p",
+    ]);
+
+    // The front proxy's headers: the user, uid, groups (in system:authenticated) and extra.
+    let (status, review) = whoami(
+        server.addr,
+        &ca,
+        &args_of(&[proxy.clone(), said.clone()].concat()),
+    )
+    .await;
+    assert_eq!(status, 201, "{review}");
+    let info = &review["status"]["userInfo"];
+    assert_eq!(info["username"], "alice");
+    assert_eq!(info["uid"], "u-9");
+    assert_eq!(info["groups"], json!(["g1", "g2", "system:authenticated"]));
+    assert_eq!(info["extra"]["scopes"], json!(["s1"]));
+    assert_eq!(info["extra"]["acme.com/project"], json!(["p"]));
+
+    // The front proxy without a user header is nobody (its certificate is not a client
+    // CA's): 401.
+    let (status, body) = whoami(server.addr, &ca, &args_of(&proxy)).await;
+    assert_eq!(status, 401, "{body}");
+    // A certificate of the front proxy's CA with a name not allowed: its headers count for
+    // nothing.
+    let stranger = certificate(&front, "other-proxy", &[]);
+    let (status, body) = whoami(
+        server.addr,
+        &ca,
+        &args_of(&[stranger, said.clone()].concat()),
+    )
+    .await;
+    assert_eq!(status, 401, "{body}");
+
+    // A client CA's certificate is its own CN, whatever headers it sends.
+    let dave = certificate(&clients, "dave", &["devs"]);
+    let (status, review) = whoami(server.addr, &ca, &args_of(&[dave, said.clone()].concat())).await;
+    assert_eq!(status, 201, "{review}");
+    assert_eq!(review["status"]["userInfo"]["username"], "dave");
+    assert_eq!(
+        review["status"]["userInfo"]["groups"],
+        json!(["devs", "system:authenticated"])
+    );
+
+    // No certificate: the headers are anyone's words, 401.
+    let (status, body) = whoami(server.addr, &ca, &args_of(&said)).await;
+    assert_eq!(status, 401, "{body}");
+    server.shutdown().await;
+}
+
+#[test]
+fn request_header_flags_are_checked_at_start() {
+    let front = Pki::new("front-proxy-ca");
+    let refused = |args: ServeArgs| ServeConfig::from_args(args).unwrap_err().to_string();
+    let without_tls = refused(ServeArgs {
+        requestheader_client_ca_file: Some(front.ca_file()),
+        ..ServeArgs::default()
+    });
+    assert!(
+        without_tls.contains("--requestheader-client-ca-file needs TLS"),
+        "{without_tls}"
+    );
+    let blank = refused(ServeArgs {
+        requestheader_username_headers: Some(vec!["X-Remote-User".to_owned(), "  ".to_owned()]),
+        ..front.server_args()
+    });
+    assert!(
+        blank.contains("empty value in requestheader-username-headers"),
+        "{blank}"
+    );
+    // Headers without the CA: no request-header authentication (kube builds none).
+    let config = ServeConfig::from_args(ServeArgs {
+        requestheader_username_headers: Some(vec!["X-Remote-User".to_owned()]),
+        ..front.server_args()
+    })
+    .unwrap();
+    assert!(config.tls.requestheader.is_none());
+}
