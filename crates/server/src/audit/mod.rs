@@ -435,6 +435,14 @@ where
 {
     let received_micros = event::now_micros();
     audit.auth.prepare(request.headers()).await;
+    let peer = request
+        .extensions()
+        .get::<Arc<crate::limits::Connection>>()
+        .and_then(|c| c.peer.as_ref());
+    audit
+        .auth
+        .prepare_impersonation(request.uri().path(), request.headers(), peer)
+        .await;
     let info = request::Info::of(&audit.auth, &request);
     let decision = audit.policy.evaluate(&info.attributes());
     if decision.level == Level::None {

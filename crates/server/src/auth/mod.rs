@@ -112,6 +112,7 @@
 //! not cache all four RBAC resources refuses to start. Writes through a proxy are checked for
 //! escalation by the upstream.
 
+pub mod authz_webhook;
 pub mod cel;
 pub mod jwt;
 pub mod rbac;
@@ -203,6 +204,9 @@ pub enum AuthFileError {
         /// The resources missing (`roles.rbac.authorization.k8s.io`).
         missing: Vec<String>,
     },
+    /// The authorization webhook's kubeconfig cannot be used.
+    #[error("--authorization-webhook-config-file: {0}")]
+    AuthzWebhook(String),
 }
 
 /// A malformed line of a token or policy file.
@@ -388,6 +392,8 @@ pub struct Auth {
     modes: Vec<AuthorizationMode>,
     /// The RBAC authorizer, when `RBAC` is one of the modes.
     rbac: Option<Arc<rbac::Rbac>>,
+    /// The webhook authorizer, when `Webhook` is one of the modes ([`authz_webhook`]).
+    authz_webhook: Option<Arc<authz_webhook::AuthzWebhook>>,
 }
 
 impl fmt::Debug for Auth {
@@ -413,6 +419,7 @@ impl Auth {
             jwt: None,
             modes: vec![AuthorizationMode::AlwaysAllow],
             rbac: None,
+            authz_webhook: None,
         }
     }
 
@@ -457,6 +464,7 @@ impl Auth {
             jwt: None,
             modes,
             rbac: None,
+            authz_webhook: None,
         })
     }
 
@@ -518,6 +526,98 @@ impl Auth {
             .contains(&AuthorizationMode::Rbac)
             .then(rbac::Rbac::new);
         self
+    }
+
+    /// Asks `webhook` in the `Webhook` mode's place of the chain (see [`authz_webhook`]).
+    #[must_use]
+    pub fn with_authz_webhook(mut self, webhook: Option<Arc<authz_webhook::AuthzWebhook>>) -> Auth {
+        self.authz_webhook = webhook;
+        self
+    }
+
+    /// The webhook authorizer, when `Webhook` is one of the modes.
+    #[must_use]
+    pub fn authz_webhook(&self) -> Option<&Arc<authz_webhook::AuthzWebhook>> {
+        self.authz_webhook.as_ref()
+    }
+
+    /// Before a sync decision about `user` doing `attributes`: with `Webhook` in the chain,
+    /// its answer is made known (a cache hit, or one bounded call; see [`authz_webhook`]).
+    /// Nothing to do otherwise, or when an earlier mode decides without the webhook.
+    pub async fn prepare_authorization(&self, user: &User, attributes: &Attributes<'_>) {
+        if let Some(key) = self.webhook_key(user, attributes) {
+            self.prepare_webhook_key(key).await;
+        }
+    }
+
+    /// The webhook's spec key ([`authz_webhook::spec_key`]) of `user` doing `attributes` when
+    /// the chain would ask the webhook (for a caller that cannot hold the attributes across
+    /// an await: [`Auth::prepare_webhook_key`] then).
+    #[must_use]
+    pub fn webhook_key(&self, user: &User, attributes: &Attributes<'_>) -> Option<String> {
+        (self.authz_webhook.is_some() && self.needs_webhook(user, attributes))
+            .then(|| authz_webhook::spec_key(user, attributes))
+    }
+
+    /// [`Auth::prepare_authorization`] of a spec key of [`Auth::webhook_key`].
+    pub async fn prepare_webhook_key(&self, key: String) {
+        if let Some(webhook) = &self.authz_webhook {
+            webhook.prefetch_key(key).await;
+        }
+    }
+
+    /// Whether the chain reaches the `Webhook` mode for `user` doing `attributes`.
+    fn needs_webhook(&self, user: &User, attributes: &Attributes<'_>) -> bool {
+        if matches!(attributes, Attributes::NonResource { path, .. } if OPEN_PATHS.contains(path))
+            || user
+                .groups
+                .iter()
+                .any(|g| g == rbac::escalation::PRIVILEGED_GROUP)
+        {
+            return false;
+        }
+        for mode in &self.modes {
+            if *mode == AuthorizationMode::Webhook {
+                return true;
+            }
+            if self.mode_allows(*mode, user, attributes) {
+                return false;
+            }
+        }
+        false
+    }
+
+    /// Before [`Auth::impersonate`] (after [`Auth::prepare`]): with `Webhook` in the chain,
+    /// the caller's `impersonate` checks of the request's `Impersonate-*` headers are made
+    /// known in kube's order, up to the first the chain refuses.
+    pub async fn prepare_impersonation(
+        &self,
+        path: &str,
+        headers: &HeaderMap,
+        peer: Option<&PeerIdentity>,
+    ) {
+        if self.authz_webhook.is_none() || !headers.contains_key("impersonate-user") {
+            return;
+        }
+        let Ok(user) = self.authenticate_peer(path, headers, peer) else {
+            return;
+        };
+        for (group, resource, subresource, namespace, name) in
+            authz_webhook::impersonation_checks(headers)
+        {
+            let attributes = Attributes::Named {
+                verb: "impersonate",
+                group,
+                resource,
+                subresource: &subresource,
+                namespace: &namespace,
+                name: &name,
+            };
+            self.prepare_authorization(&user, &attributes).await;
+            if self.decide(&user, &attributes) != Decision::Allowed {
+                return;
+            }
+        }
     }
 
     /// Whether every request is allowed, whoever makes it and whatever it asks
@@ -797,6 +897,9 @@ impl Auth {
         match self.decide(user, attributes) {
             Decision::Allowed => Ok(()),
             Decision::Denied(reason) => Err(forbidden(user, attributes, &reason)),
+            Decision::Refused { reason, error, .. } => {
+                Err(refused(user, attributes, &reason, &error))
+            }
         }
     }
 
@@ -819,11 +922,23 @@ impl Auth {
                     crate::audit::context::authorized(true, &self.allowed_reason(user, attributes))
                 }
                 Decision::Denied(reason) => crate::audit::context::authorized(false, reason),
+                // kube's `WithAuthorization`: an evaluation error is the reason `internal error`.
+                Decision::Refused { reason, error, .. } => crate::audit::context::authorized(
+                    false,
+                    if error.is_empty() {
+                        reason
+                    } else {
+                        "internal error"
+                    },
+                ),
             }
         }
         match decision {
             Decision::Allowed => Ok(()),
             Decision::Denied(reason) => Err(forbidden(user, attributes, &reason)),
+            Decision::Refused { reason, error, .. } => {
+                Err(refused(user, attributes, &reason, &error))
+            }
         }
     }
 
@@ -846,9 +961,35 @@ impl Auth {
         {
             return Decision::Allowed;
         }
-        let allowed = self.modes.iter().any(|mode| match mode {
+        if let Some(webhook) = &self.authz_webhook {
+            return webhook.decide(self, user, attributes);
+        }
+        let allowed = self
+            .modes
+            .iter()
+            .any(|mode| self.mode_allows(*mode, user, attributes));
+        if allowed {
+            return Decision::Allowed;
+        }
+        // Denied: the reasons, built only now (an allowed request allocates nothing here).
+        let reasons: Vec<String> = self
+            .modes
+            .iter()
+            .filter_map(|mode| self.mode_reason(*mode, user, attributes))
+            .collect();
+        Decision::Denied(reasons.join("\n"))
+    }
+
+    /// Whether `mode` (other than `Webhook`, asked by [`authz_webhook`]) allows.
+    fn mode_allows(
+        &self,
+        mode: AuthorizationMode,
+        user: &User,
+        attributes: &Attributes<'_>,
+    ) -> bool {
+        match mode {
             AuthorizationMode::AlwaysAllow => true,
-            AuthorizationMode::AlwaysDeny => false,
+            AuthorizationMode::AlwaysDeny | AuthorizationMode::Webhook => false,
             AuthorizationMode::Abac => self
                 .policies
                 .iter()
@@ -858,26 +999,26 @@ impl Auth {
                 .rbac
                 .as_ref()
                 .is_some_and(|rbac| rbac.allows(user, attributes)),
-        });
-        if allowed {
-            return Decision::Allowed;
         }
-        // Denied: the reasons, built only now (an allowed request allocates nothing here).
-        let reasons: Vec<String> = self
-            .modes
-            .iter()
-            .filter_map(|mode| match mode {
-                AuthorizationMode::AlwaysAllow => None,
-                AuthorizationMode::AlwaysDeny => Some("Everything is forbidden.".to_owned()),
-                AuthorizationMode::Abac => Some("No policy matched.".to_owned()),
-                AuthorizationMode::Rbac => self
-                    .rbac
-                    .as_ref()
-                    .map(|rbac| rbac.denial_reason(user, attributes.namespace()))
-                    .filter(|reason| !reason.is_empty()),
-            })
-            .collect();
-        Decision::Denied(reasons.join("\n"))
+    }
+
+    /// The reason `mode` (other than `Webhook`) gives when it does not allow.
+    fn mode_reason(
+        &self,
+        mode: AuthorizationMode,
+        user: &User,
+        attributes: &Attributes<'_>,
+    ) -> Option<String> {
+        match mode {
+            AuthorizationMode::AlwaysAllow | AuthorizationMode::Webhook => None,
+            AuthorizationMode::AlwaysDeny => Some("Everything is forbidden.".to_owned()),
+            AuthorizationMode::Abac => Some("No policy matched.".to_owned()),
+            AuthorizationMode::Rbac => self
+                .rbac
+                .as_ref()
+                .map(|rbac| rbac.denial_reason(user, attributes.namespace()))
+                .filter(|reason| !reason.is_empty()),
+        }
     }
 }
 
@@ -918,6 +1059,15 @@ impl Auth {
                         return reason;
                     }
                 }
+                AuthorizationMode::Webhook => {
+                    if let Some(authz_webhook::Opinion::Allow(reason)) = self
+                        .authz_webhook
+                        .as_ref()
+                        .map(|webhook| webhook.opinion(user, attributes))
+                    {
+                        return reason;
+                    }
+                }
             }
         }
         String::new()
@@ -931,6 +1081,17 @@ pub enum Decision {
     Allowed,
     /// None did; the reasons they gave (possibly empty).
     Denied(String),
+    /// The `Webhook` mode denied outright (`denied`: kube's `DecisionDeny`, which ends the
+    /// chain, with its reason), or none allowed and a webhook call failed (`error`: kube's
+    /// evaluation error, which makes a request's answer 500; see [`authz_webhook`]).
+    Refused {
+        /// The reasons given.
+        reason: String,
+        /// Whether a mode denied (rather than none allowing).
+        denied: bool,
+        /// The evaluation error, empty for none.
+        error: String,
+    },
 }
 
 /// One authorizer of `--authorization-mode` (kube-apiserver's modes this server has).
@@ -944,11 +1105,13 @@ pub enum AuthorizationMode {
     Abac,
     /// The cached RBAC objects ([`rbac`]).
     Rbac,
+    /// `--authorization-webhook-config-file` ([`authz_webhook`]).
+    Webhook,
 }
 
 impl AuthorizationMode {
     /// The modes as kube-apiserver spells them.
-    pub const NAMES: [&'static str; 4] = ["AlwaysAllow", "AlwaysDeny", "ABAC", "RBAC"];
+    pub const NAMES: [&'static str; 5] = ["AlwaysAllow", "AlwaysDeny", "ABAC", "RBAC", "Webhook"];
 
     /// Today's behaviour without `--authorization-mode`: `ABAC` with a policy file, else
     /// `AlwaysAllow`.
@@ -978,7 +1141,8 @@ impl AuthorizationMode {
                 "AlwaysDeny" => AuthorizationMode::AlwaysDeny,
                 "ABAC" => AuthorizationMode::Abac,
                 "RBAC" => AuthorizationMode::Rbac,
-                "Node" | "Webhook" => {
+                "Webhook" => AuthorizationMode::Webhook,
+                "Node" => {
                     return Err(format!(
                         "authorization-mode {name:?} is not supported by watchkeeper (supported: {})",
                         Self::NAMES.join(", ")
@@ -1020,8 +1184,11 @@ pub struct Rules {
     pub resource: Vec<rbac::PolicyRule>,
     /// Non-resource rules (verbs, nonResourceURLs).
     pub non_resource: Vec<rbac::PolicyRule>,
-    /// Why some rules could not be resolved (RBAC's missing roles), empty when all were.
+    /// Why some rules could not be resolved (RBAC's missing roles, the webhook's lack of
+    /// rules), empty when all were.
     pub evaluation_error: String,
+    /// Whether the rules may be incomplete (`Webhook` in the chain, as kube).
+    pub incomplete: bool,
 }
 
 impl Auth {
@@ -1039,6 +1206,7 @@ impl Auth {
     pub fn rules_for(&self, user: &User, namespace: &str) -> Rules {
         let star = || vec!["*".to_owned()];
         let mut rules = Rules::default();
+        let mut errors: Vec<String> = Vec::new();
         for mode in &self.modes {
             match mode {
                 AuthorizationMode::AlwaysAllow => {
@@ -1074,11 +1242,18 @@ impl Auth {
                             });
                         }
                     }
-                    if !resolved.errors.is_empty() {
-                        rules.evaluation_error = rbac::aggregate(&resolved.errors);
-                    }
+                    errors.extend(resolved.errors);
+                }
+                AuthorizationMode::Webhook => {
+                    rules.incomplete = true;
+                    errors.push(
+                        "webhook authorizer does not support user rule resolution".to_owned(),
+                    );
                 }
             }
+        }
+        if !errors.is_empty() {
+            rules.evaluation_error = rbac::aggregate(&errors);
         }
         rules
     }
@@ -1116,6 +1291,15 @@ impl Auth {
 
 fn unauthorized() -> ApiError {
     ApiError::unauthorized("Unauthorized")
+}
+
+/// A [`Decision::Refused`]'s answer: kube's 500 for an evaluation error, else its 403.
+fn refused(user: &User, attributes: &Attributes<'_>, reason: &str, error: &str) -> ApiError {
+    if error.is_empty() {
+        forbidden(user, attributes, reason)
+    } else {
+        authz_webhook::internal_error(attributes, error)
+    }
 }
 
 /// kube-apiserver's 403 message: `forbiddenMessage`, then `: ` and the authorizers'
@@ -1628,6 +1812,7 @@ mod tests {
             jwt: None,
             modes: vec![AuthorizationMode::Abac],
             rbac: None,
+            authz_webhook: None,
         };
         let headers = |pairs: &[(&'static str, &'static str)]| {
             let mut map = HeaderMap::new();
@@ -1806,6 +1991,7 @@ mod tests {
             jwt: None,
             modes: vec![AuthorizationMode::Abac],
             rbac: None,
+            authz_webhook: None,
         };
         let bob = user("bob", &[]);
         let error = auth
