@@ -295,6 +295,7 @@ pub struct AuthzWebhook {
     slots: tokio::sync::Semaphore,
     ticks: Arc<dyn Ticks>,
     calls: AtomicU64,
+    shared: AtomicU64,
     answer_bytes_max: usize,
 }
 
@@ -349,6 +350,7 @@ impl AuthzWebhook {
             slots: tokio::sync::Semaphore::new(config.calls_max.max(1)),
             ticks,
             calls: AtomicU64::new(0),
+            shared: AtomicU64::new(0),
             answer_bytes_max,
         };
         Ok(webhook)
@@ -358,6 +360,12 @@ impl AuthzWebhook {
     #[must_use]
     pub fn calls(&self) -> u64 {
         self.calls.load(Ordering::Relaxed)
+    }
+
+    /// Prefetches that waited for another's identical call instead of calling.
+    #[must_use]
+    pub fn shared(&self) -> u64 {
+        self.shared.load(Ordering::Relaxed)
     }
 
     /// Decisions kept in the cache (expired ones not looked up since included).
@@ -393,6 +401,7 @@ impl AuthzWebhook {
         let done = match joined {
             Ok(done) => done,
             Err(mut waiting) => {
+                self.shared.fetch_add(1, Ordering::Relaxed);
                 let _ = waiting.wait_for(|done| *done).await;
                 return;
             }
@@ -794,5 +803,146 @@ mod tests {
         assert_eq!(checks[1].1, "groups");
         assert_eq!(checks[2].1, "uids");
         assert!(impersonation_checks(&axum::http::HeaderMap::new()).is_empty());
+    }
+
+    /// A plain-HTTP webhook answering `allowed: true` to each review once `release` is
+    /// notified; counts the reviews it received.
+    async fn held_webhook(
+        release: Arc<tokio::sync::Notify>,
+        received: Arc<AtomicU64>,
+        arrived: Arc<tokio::sync::Notify>,
+    ) -> u16 {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let (release, received, arrived) =
+                    (release.clone(), received.clone(), arrived.clone());
+                tokio::spawn(async move {
+                    let mut request = Vec::new();
+                    let mut buffer = [0u8; 4096];
+                    // Headers, then the body of Content-Length bytes.
+                    loop {
+                        let n = stream.read(&mut buffer).await.unwrap_or(0);
+                        if n == 0 {
+                            return;
+                        }
+                        request.extend_from_slice(&buffer[..n]);
+                        let text = String::from_utf8_lossy(&request).to_string();
+                        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                            let length = head
+                                .lines()
+                                .find_map(|l| {
+                                    let (name, value) = l.split_once(':')?;
+                                    name.eq_ignore_ascii_case("content-length")
+                                        .then(|| value.trim().parse::<usize>().ok())?
+                                })
+                                .unwrap_or(0);
+                            if body.len() >= length {
+                                break;
+                            }
+                        }
+                    }
+                    received.fetch_add(1, Ordering::SeqCst);
+                    arrived.notify_one();
+                    release.notified().await;
+                    let body = r#"{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview","status":{"allowed":true}}"#;
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = stream.write_all(answer.as_bytes()).await;
+                });
+            }
+        });
+        port
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn identical_misses_share_one_call_and_answers_expire_on_the_clock() {
+        let (release, received, arrived) = (
+            Arc::new(tokio::sync::Notify::new()),
+            Arc::new(AtomicU64::new(0)),
+            Arc::new(tokio::sync::Notify::new()),
+        );
+        let port = held_webhook(release.clone(), received.clone(), arrived.clone()).await;
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("authz.kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: a\n  cluster:\n    server: http://127.0.0.1:{port}/authorize\nusers:\n- name: u\n  user: {{}}\ncontexts:\n- name: a\n  context:\n    cluster: a\n    user: u\ncurrent-context: a\n"
+            ),
+        )
+        .unwrap();
+        let ticks = Arc::new(crate::source::event_rate_limit::ManualTicks::default());
+        let config = AuthzWebhookConfig {
+            config_file: kubeconfig,
+            version: SarVersion::V1,
+            authorized_ttl: Duration::from_secs(300),
+            unauthorized_ttl: Duration::from_secs(30),
+            cache_entries: 2,
+            calls_max: 4,
+            clock: crate::config::authz::CacheClock(Some(ticks.clone())),
+        };
+        let webhook = Arc::new(AuthzWebhook::start(&config, 1 << 20).await.unwrap());
+        let path = |p: &'static str| Attributes::NonResource {
+            verb: "get",
+            path: p,
+        };
+        let asked = user();
+        // Two identical misses at once: one call; the second waits for the first's outcome.
+        let first = {
+            let (webhook, asked) = (webhook.clone(), asked.clone());
+            tokio::spawn(async move { webhook.prefetch(&asked, &path("/a")).await })
+        };
+        arrived.notified().await;
+        let second = {
+            let (webhook, asked) = (webhook.clone(), asked.clone());
+            tokio::spawn(async move { webhook.prefetch(&asked, &path("/a")).await })
+        };
+        // The second waits on the first's call (no wall-clock wait: until it has joined).
+        tokio::time::timeout(Duration::from_secs(60), async {
+            while webhook.shared() == 0 {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("the second prefetch never joined the first's call");
+        release.notify_one();
+        first.await.unwrap();
+        second.await.unwrap();
+        assert_eq!(received.load(Ordering::SeqCst), 1);
+        assert_eq!(webhook.calls(), 1);
+        assert!(lock(&webhook.in_flight).is_empty());
+        assert_eq!(
+            webhook.opinion(&asked, &path("/a")),
+            Opinion::Allow(String::new())
+        );
+        // Cached until the TTL on the authorizer's clock; then asked again.
+        webhook.prefetch(&asked, &path("/a")).await;
+        assert_eq!(webhook.calls(), 1);
+        ticks.advance(Duration::from_secs(300));
+        release.notify_one();
+        webhook.prefetch(&asked, &path("/a")).await;
+        assert_eq!(webhook.calls(), 2);
+        // Bounded: two entries at most.
+        for p in ["/b", "/c"] {
+            release.notify_one();
+            webhook.prefetch(&asked, &path(p)).await;
+        }
+        assert_eq!(webhook.cached(), 2);
+        // Never prefetched: no opinion, not available.
+        assert_eq!(
+            webhook.opinion(&asked, &path("/never")),
+            Opinion::NoOpinion {
+                reason: NOT_AVAILABLE.to_owned(),
+                error: String::new()
+            }
+        );
     }
 }

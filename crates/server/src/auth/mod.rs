@@ -1,7 +1,7 @@
 //! Authentication and authorization, as kube-apiserver does them with `--token-auth-file`,
 //! client certificates, service account tokens and impersonation, and
 //! `--authorization-mode` (AlwaysAllow, AlwaysDeny, ABAC with `--authorization-policy-file`,
-//! RBAC).
+//! RBAC, Webhook).
 //!
 //! ## Authentication: static bearer tokens
 //! The token file is kube-apiserver's CSV: `token,user,uid,"group1,group2"` (the groups column
@@ -92,9 +92,12 @@
 //! `AlwaysDeny` has no opinion with the reason `Everything is forbidden.`, `ABAC` allows what
 //! a policy line matches (reason `No policy matched.`), `RBAC` what a bound role's rule allows
 //! ([`rbac`]; its reason names missing roles). When none allows: 403 with kube's message,
-//! then `: ` and the reasons, one per line, when any was given. `Node` and `Webhook` are
-//! refused at startup (not supported), as are kube's invalid combinations (`ABAC` without a
-//! policy file, a policy file without `ABAC`, a mode twice). Without the flag the chain is
+//! then `: ` and the reasons, one per line, when any was given. `Webhook` asks a webhook
+//! ([`authz_webhook`]: it may also deny, which ends the chain, and a failed call makes the
+//! answer kube's 500 unless a later mode allows; its answer is fetched by an async prefetch
+//! before the sync chain). `Node` is refused at startup (not supported), as are kube's
+//! invalid combinations (`ABAC` without a policy file, a policy file without `ABAC`,
+//! `Webhook` without `--authorization-webhook-config-file` and the reverse, a mode twice). Without the flag the chain is
 //! today's: `ABAC` with a policy file, otherwise `AlwaysAllow`. The access reviews and
 //! `SelfSubjectRulesReview` ([`Auth::rules_for`]: each mode's rules in order) are answered by
 //! the same chain. An allowed request allocates nothing in the chain; with `RBAC` it is one
@@ -1129,7 +1132,8 @@ impl AuthorizationMode {
     ///
     /// # Errors
     /// kube-apiserver's message (an unknown mode, a mode given twice, `ABAC` without a policy
-    /// file, a policy file without `ABAC`), or that `Node` or `Webhook` is not supported here.
+    /// file, a policy file without `ABAC`), or that `Node` is not supported here (`Webhook`'s
+    /// file is checked by `config::authz`).
     pub fn parse_list(
         list: &[String],
         policy_file: bool,
@@ -1199,7 +1203,8 @@ impl Auth {
     /// rules of every role bound to the user there. The list is complete (`incomplete: false`
     /// in the review): kube's AlwaysAllow, AlwaysDeny, ABAC and RBAC are all rule resolvers
     /// that report complete rules (`pkg/kubeapiserver/authorizer` adds each to the union rule
-    /// resolver); only Node and Webhook, not supported here, would make it incomplete. The
+    /// resolver); `Webhook` makes it incomplete with kube's error `webhook authorizer does not
+    /// support user rule resolution` (joined to RBAC's errors as kube's aggregate). The
     /// privileged group `system:masters` is not a rule resolver: its members see the rules
     /// bound to them (`cluster-admin` with the bootstrap policy), as in kube.
     #[must_use]
