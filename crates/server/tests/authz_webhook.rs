@@ -598,3 +598,55 @@ async fn start_up_refusals_in_kube_s_words() {
         "{error}"
     );
 }
+
+/// Goal: the webhook can be another watchkeeper (kube's v1 `SubjectAccessReview` endpoint,
+/// answering from its ABAC policy): what it allows is allowed here; what it does not is no
+/// opinion with its reason, and RBAC (after it) decides.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_watchkeeper_is_the_webhook() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = [
+        json!({"user": "system:anonymous", "namespace": "*", "resource": "subjectaccessreviews",
+            "apiGroup": "authorization.k8s.io"}),
+        json!({"user": "alice", "namespace": "*", "resource": "configmaps", "apiGroup": ""}),
+    ]
+    .iter()
+    .map(|spec| {
+        json!({"apiVersion": "abac.authorization.kubernetes.io/v1beta1", "kind": "Policy", "spec": spec})
+            .to_string()
+    })
+    .collect::<Vec<_>>()
+    .join("\n");
+    let backend = common::server_with(ServeArgs {
+        authorization_policy_file: Some(write(dir.path(), "policy.jsonl", &policy)),
+        authorization_mode: Some(vec!["ABAC".to_owned()]),
+        ..ServeArgs::default()
+    })
+    .await;
+    let file = write(
+        dir.path(),
+        "backend.kubeconfig",
+        &format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: b\n  cluster:\n    server: http://{}/apis/authorization.k8s.io/v1/subjectaccessreviews\nusers:\n- name: u\n  user: {{}}\ncontexts:\n- name: b\n  context:\n    cluster: b\n    user: u\ncurrent-context: b\n",
+            backend.addr
+        ),
+    );
+    let front = common::server_with(args(
+        dir.path(),
+        file,
+        ServeArgs {
+            authorization_webhook_version: Some("v1".to_owned()),
+            ..ServeArgs::default()
+        },
+    ))
+    .await;
+    let (status, body) = call(&front, "alice", "GET", CONFIGMAPS, &Value::Null, &[]).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = call(&front, "bob", "GET", CONFIGMAPS, &Value::Null, &[]).await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(
+        body["message"],
+        "configmaps is forbidden: User \"bob\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"default\": No policy matched."
+    );
+    assert_eq!(calls(&front), 2);
+}
