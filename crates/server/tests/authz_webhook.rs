@@ -515,6 +515,21 @@ async fn an_unreachable_webhook_is_no_opinion_with_an_error_and_not_cached() {
     assert_eq!(status, 500);
     assert!(calls(&server) > after_first, "a failure is not cached");
     assert_eq!(server.app.auth.authz_webhook().unwrap().cached(), 0);
+    // kube's impersonation filter answers any failure with its 403.
+    let (status, body) = call(
+        &server,
+        "proxy",
+        "GET",
+        CONFIGMAPS,
+        &Value::Null,
+        &[("Impersonate-User", "alice")],
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(
+        body["message"],
+        "users \"alice\" is forbidden: User \"proxy\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope"
+    );
     // RBAC, after the webhook, still allows bob.
     let (status, body) = call(&server, "bob", "GET", CONFIGMAPS, &Value::Null, &[]).await;
     assert_eq!(status, 200, "{body}");

@@ -21,7 +21,8 @@
 //!   non-2xx answer, one that does not decode): the mode has no opinion *with an error*, as
 //!   kube's (`failurePolicy: NoOpinion` of its legacy flags). A later mode may still allow;
 //!   if none does, kube's union authorizer returns the error and its `WithAuthorization`
-//!   filter answers **500** `Internal Server Error: "<path>": <error>` (not 403), and an
+//!   filter answers **500** `Internal Server Error: "<path>": <error>` (not 403), an
+//!   `impersonate` check its 403 (kube's `WithImpersonation` refuses any non-allow so), and an
 //!   access review answers `allowed: false` with `evaluationError`. A reset connection or a
 //!   429, 500 or 504 answer is retried as kube's `DefaultShouldRetry`: five attempts, 500 ms
 //!   apart, then 1.5 times longer each time (kube's `DefaultAuthWebhookRetryBackoff`, no

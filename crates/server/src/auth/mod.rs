@@ -836,18 +836,23 @@ impl Auth {
             return Err(ApiError::bad_request("Impersonate-User is empty"));
         }
         let service_account = split_service_account(&target);
+        // kube's `WithImpersonation`: anything but an allow — an evaluation error included — is
+        // its 403 with the reason.
         let impersonate = |group: &str, resource: &str, sub: &str, namespace: &str, name: &str| {
-            self.authorize(
-                &user,
-                &Attributes::Named {
-                    verb: "impersonate",
-                    group,
-                    resource,
-                    subresource: sub,
-                    namespace,
-                    name,
-                },
-            )
+            let attributes = Attributes::Named {
+                verb: "impersonate",
+                group,
+                resource,
+                subresource: sub,
+                namespace,
+                name,
+            };
+            match self.decide(&user, &attributes) {
+                Decision::Allowed => Ok(()),
+                Decision::Denied(reason) | Decision::Refused { reason, .. } => {
+                    Err(forbidden(&user, &attributes, &reason))
+                }
+            }
         };
         match service_account {
             Some((namespace, name)) => impersonate("", "serviceaccounts", "", namespace, name)?,
