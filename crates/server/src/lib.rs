@@ -324,7 +324,18 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         )
         .with_token_webhook(token_webhook)
         .with_request_header(config.tls.requestheader.clone())
-        .with_authorization(&config.authorization_modes),
+        .with_authorization(&config.authorization_modes)
+        .with_authz_webhook(match &config.authorization_webhook {
+            Some(webhook) => Some(Arc::new(
+                crate::auth::authz_webhook::AuthzWebhook::start(
+                    webhook,
+                    config.limits.request_body_bytes_max,
+                )
+                .await
+                .map_err(crate::auth::AuthFileError::AuthzWebhook)?,
+            )),
+            None => None,
+        }),
     );
     let audit = crate::audit::Audit::start(&config.audit, auth.clone()).await?;
     crate::http::connection::check_plain_http(&config.tls, config.listen)?;
@@ -794,6 +805,7 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
         App::observed,
         shutdown_rx.clone(),
     ));
+    let with_authz_webhook = auth.authz_webhook().is_some();
     let service = http::service::service(
         app.clone(),
         crate::limits::LayerState {
@@ -812,6 +824,29 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
                     },
                 )
             },
+            prepare_authorize: with_authz_webhook.then(|| {
+                let app = Arc::downgrade(&app);
+                Arc::new(
+                    move |user: crate::auth::User,
+                          method: axum::http::Method,
+                          path: String,
+                          query: Option<String>| {
+                        let app = app.clone();
+                        Box::pin(async move {
+                            if let Some(app) = app.upgrade() {
+                                http::prepare_authorize_from_url(
+                                    &app,
+                                    &user,
+                                    &method,
+                                    &path,
+                                    query.as_deref(),
+                                )
+                                .await;
+                            }
+                        }) as futures_util::future::BoxFuture<'static, ()>
+                    },
+                ) as crate::limits::PrepareAuthorizeFromUrl
+            }),
         },
         crate::audit::AuditLayer::new(audit),
     );

@@ -13,6 +13,7 @@ mod api;
 mod apiservices;
 mod audit;
 mod auth;
+mod authz_webhook;
 mod builtin_validation;
 mod builtin_validation_apps;
 mod builtin_validation_core;

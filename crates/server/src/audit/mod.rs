@@ -435,6 +435,14 @@ where
 {
     let received_micros = event::now_micros();
     let prepared = audit.auth.prepare(request.headers()).await;
+    let peer = request
+        .extensions()
+        .get::<Arc<crate::limits::Connection>>()
+        .and_then(|c| c.peer.as_ref());
+    audit
+        .auth
+        .prepare_impersonation(request.uri().path(), request.headers(), peer, &prepared)
+        .await;
     let info = request::Info::of(&audit.auth, &request, &prepared);
     // The limits layer authenticates with it too (the token webhook is asked once).
     let mut request = request;

@@ -79,6 +79,11 @@ impl Authorizer for ChainAuthorizer {
                 reason,
                 error: String::new(),
             },
+            Decision::Refused { reason, error, .. } => AuthzDecision {
+                allowed: false,
+                reason,
+                error,
+            },
         }
     }
 }

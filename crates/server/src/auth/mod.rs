@@ -1,7 +1,7 @@
 //! Authentication and authorization, as kube-apiserver does them with `--token-auth-file`,
 //! client certificates, service account tokens and impersonation, and
 //! `--authorization-mode` (AlwaysAllow, AlwaysDeny, ABAC with `--authorization-policy-file`,
-//! RBAC).
+//! RBAC, Webhook).
 //!
 //! ## Authentication: static bearer tokens
 //! The token file is kube-apiserver's CSV: `token,user,uid,"group1,group2"` (the groups column
@@ -112,9 +112,12 @@
 //! `AlwaysDeny` has no opinion with the reason `Everything is forbidden.`, `ABAC` allows what
 //! a policy line matches (reason `No policy matched.`), `RBAC` what a bound role's rule allows
 //! ([`rbac`]; its reason names missing roles). When none allows: 403 with kube's message,
-//! then `: ` and the reasons, one per line, when any was given. `Node` and `Webhook` are
-//! refused at startup (not supported), as are kube's invalid combinations (`ABAC` without a
-//! policy file, a policy file without `ABAC`, a mode twice). Without the flag the chain is
+//! then `: ` and the reasons, one per line, when any was given. `Webhook` asks a webhook
+//! ([`authz_webhook`]: it may also deny, which ends the chain, and a failed call makes the
+//! answer kube's 500 unless a later mode allows; its answer is fetched by an async prefetch
+//! before the sync chain). `Node` is refused at startup (not supported), as are kube's
+//! invalid combinations (`ABAC` without a policy file, a policy file without `ABAC`,
+//! `Webhook` without `--authorization-webhook-config-file` and the reverse, a mode twice). Without the flag the chain is
 //! today's: `ABAC` with a policy file, otherwise `AlwaysAllow`. The access reviews and
 //! `SelfSubjectRulesReview` ([`Auth::rules_for`]: each mode's rules in order) are answered by
 //! the same chain. An allowed request allocates nothing in the chain; with `RBAC` it is one
@@ -132,6 +135,7 @@
 //! not cache all four RBAC resources refuses to start. Writes through a proxy are checked for
 //! escalation by the upstream.
 
+pub mod authz_webhook;
 pub mod cel;
 pub mod jwt;
 pub mod rbac;
@@ -238,6 +242,9 @@ pub enum AuthFileError {
         /// The resources missing (`roles.rbac.authorization.k8s.io`).
         missing: Vec<String>,
     },
+    /// The authorization webhook's kubeconfig cannot be used.
+    #[error("--authorization-webhook-config-file: {0}")]
+    AuthzWebhook(String),
 }
 
 /// A malformed line of a token or policy file.
@@ -427,6 +434,8 @@ pub struct Auth {
     modes: Vec<AuthorizationMode>,
     /// The RBAC authorizer, when `RBAC` is one of the modes.
     rbac: Option<Arc<rbac::Rbac>>,
+    /// The webhook authorizer, when `Webhook` is one of the modes ([`authz_webhook`]).
+    authz_webhook: Option<Arc<authz_webhook::AuthzWebhook>>,
 }
 
 impl fmt::Debug for Auth {
@@ -454,6 +463,7 @@ impl Auth {
             request_header: None,
             modes: vec![AuthorizationMode::AlwaysAllow],
             rbac: None,
+            authz_webhook: None,
         }
     }
 
@@ -500,6 +510,7 @@ impl Auth {
             request_header: None,
             modes,
             rbac: None,
+            authz_webhook: None,
         })
     }
 
@@ -686,6 +697,99 @@ impl Auth {
             .contains(&AuthorizationMode::Rbac)
             .then(rbac::Rbac::new);
         self
+    }
+
+    /// Asks `webhook` in the `Webhook` mode's place of the chain (see [`authz_webhook`]).
+    #[must_use]
+    pub fn with_authz_webhook(mut self, webhook: Option<Arc<authz_webhook::AuthzWebhook>>) -> Auth {
+        self.authz_webhook = webhook;
+        self
+    }
+
+    /// The webhook authorizer, when `Webhook` is one of the modes.
+    #[must_use]
+    pub fn authz_webhook(&self) -> Option<&Arc<authz_webhook::AuthzWebhook>> {
+        self.authz_webhook.as_ref()
+    }
+
+    /// Before a sync decision about `user` doing `attributes`: with `Webhook` in the chain,
+    /// its answer is made known (a cache hit, or one bounded call; see [`authz_webhook`]).
+    /// Nothing to do otherwise, or when an earlier mode decides without the webhook.
+    pub async fn prepare_authorization(&self, user: &User, attributes: &Attributes<'_>) {
+        if let Some(key) = self.webhook_key(user, attributes) {
+            self.prepare_webhook_key(key).await;
+        }
+    }
+
+    /// The webhook's spec key ([`authz_webhook::spec_key`]) of `user` doing `attributes` when
+    /// the chain would ask the webhook (for a caller that cannot hold the attributes across
+    /// an await: [`Auth::prepare_webhook_key`] then).
+    #[must_use]
+    pub fn webhook_key(&self, user: &User, attributes: &Attributes<'_>) -> Option<String> {
+        (self.authz_webhook.is_some() && self.needs_webhook(user, attributes))
+            .then(|| authz_webhook::spec_key(user, attributes))
+    }
+
+    /// [`Auth::prepare_authorization`] of a spec key of [`Auth::webhook_key`].
+    pub async fn prepare_webhook_key(&self, key: String) {
+        if let Some(webhook) = &self.authz_webhook {
+            webhook.prefetch_key(key).await;
+        }
+    }
+
+    /// Whether the chain reaches the `Webhook` mode for `user` doing `attributes`.
+    fn needs_webhook(&self, user: &User, attributes: &Attributes<'_>) -> bool {
+        if matches!(attributes, Attributes::NonResource { path, .. } if OPEN_PATHS.contains(path))
+            || user
+                .groups
+                .iter()
+                .any(|g| g == rbac::escalation::PRIVILEGED_GROUP)
+        {
+            return false;
+        }
+        for mode in &self.modes {
+            if *mode == AuthorizationMode::Webhook {
+                return true;
+            }
+            if self.mode_allows(*mode, user, attributes) {
+                return false;
+            }
+        }
+        false
+    }
+
+    /// Before [`Auth::impersonate`] (after [`Auth::prepare`]): with `Webhook` in the chain,
+    /// the caller's `impersonate` checks of the request's `Impersonate-*` headers are made
+    /// known in kube's order, up to the first the chain refuses.
+    pub async fn prepare_impersonation(
+        &self,
+        path: &str,
+        headers: &HeaderMap,
+        peer: Option<&PeerIdentity>,
+        prepared: &Prepared,
+    ) {
+        if self.authz_webhook.is_none() || !headers.contains_key("impersonate-user") {
+            return;
+        }
+        let Ok(user) = self.authenticate_peer(path, headers, peer, prepared) else {
+            return;
+        };
+        for (group, resource, subresource, namespace, name) in
+            authz_webhook::impersonation_checks(headers)
+        {
+            let attributes = Attributes::Named {
+                verb: "impersonate",
+                group,
+                resource,
+                subresource: &subresource,
+                namespace: &namespace,
+                name: &name,
+            };
+            self.prepare_authorization(&user, &attributes).await;
+            if self.decide(&user, &attributes) != Decision::Allowed {
+                return;
+            }
+        }
     }
 
     /// Whether every request is allowed, whoever makes it and whatever it asks
@@ -930,18 +1034,23 @@ impl Auth {
             return Err(ApiError::bad_request("Impersonate-User is empty"));
         }
         let service_account = split_service_account(&target);
+        // kube's `WithImpersonation`: anything but an allow — an evaluation error included — is
+        // its 403 with the reason.
         let impersonate = |group: &str, resource: &str, sub: &str, namespace: &str, name: &str| {
-            self.authorize(
-                &user,
-                &Attributes::Named {
-                    verb: "impersonate",
-                    group,
-                    resource,
-                    subresource: sub,
-                    namespace,
-                    name,
-                },
-            )
+            let attributes = Attributes::Named {
+                verb: "impersonate",
+                group,
+                resource,
+                subresource: sub,
+                namespace,
+                name,
+            };
+            match self.decide(&user, &attributes) {
+                Decision::Allowed => Ok(()),
+                Decision::Denied(reason) | Decision::Refused { reason, .. } => {
+                    Err(forbidden(&user, &attributes, &reason))
+                }
+            }
         };
         match service_account {
             Some((namespace, name)) => impersonate("", "serviceaccounts", "", namespace, name)?,
@@ -994,6 +1103,9 @@ impl Auth {
         match self.decide(user, attributes) {
             Decision::Allowed => Ok(()),
             Decision::Denied(reason) => Err(forbidden(user, attributes, &reason)),
+            Decision::Refused { reason, error, .. } => {
+                Err(refused(user, attributes, &reason, &error))
+            }
         }
     }
 
@@ -1016,11 +1128,23 @@ impl Auth {
                     crate::audit::context::authorized(true, &self.allowed_reason(user, attributes))
                 }
                 Decision::Denied(reason) => crate::audit::context::authorized(false, reason),
+                // kube's `WithAuthorization`: an evaluation error is the reason `internal error`.
+                Decision::Refused { reason, error, .. } => crate::audit::context::authorized(
+                    false,
+                    if error.is_empty() {
+                        reason
+                    } else {
+                        "internal error"
+                    },
+                ),
             }
         }
         match decision {
             Decision::Allowed => Ok(()),
             Decision::Denied(reason) => Err(forbidden(user, attributes, &reason)),
+            Decision::Refused { reason, error, .. } => {
+                Err(refused(user, attributes, &reason, &error))
+            }
         }
     }
 
@@ -1043,9 +1167,35 @@ impl Auth {
         {
             return Decision::Allowed;
         }
-        let allowed = self.modes.iter().any(|mode| match mode {
+        if let Some(webhook) = &self.authz_webhook {
+            return webhook.decide(self, user, attributes);
+        }
+        let allowed = self
+            .modes
+            .iter()
+            .any(|mode| self.mode_allows(*mode, user, attributes));
+        if allowed {
+            return Decision::Allowed;
+        }
+        // Denied: the reasons, built only now (an allowed request allocates nothing here).
+        let reasons: Vec<String> = self
+            .modes
+            .iter()
+            .filter_map(|mode| self.mode_reason(*mode, user, attributes))
+            .collect();
+        Decision::Denied(reasons.join("\n"))
+    }
+
+    /// Whether `mode` (other than `Webhook`, asked by [`authz_webhook`]) allows.
+    fn mode_allows(
+        &self,
+        mode: AuthorizationMode,
+        user: &User,
+        attributes: &Attributes<'_>,
+    ) -> bool {
+        match mode {
             AuthorizationMode::AlwaysAllow => true,
-            AuthorizationMode::AlwaysDeny => false,
+            AuthorizationMode::AlwaysDeny | AuthorizationMode::Webhook => false,
             AuthorizationMode::Abac => self
                 .policies
                 .iter()
@@ -1055,26 +1205,26 @@ impl Auth {
                 .rbac
                 .as_ref()
                 .is_some_and(|rbac| rbac.allows(user, attributes)),
-        });
-        if allowed {
-            return Decision::Allowed;
         }
-        // Denied: the reasons, built only now (an allowed request allocates nothing here).
-        let reasons: Vec<String> = self
-            .modes
-            .iter()
-            .filter_map(|mode| match mode {
-                AuthorizationMode::AlwaysAllow => None,
-                AuthorizationMode::AlwaysDeny => Some("Everything is forbidden.".to_owned()),
-                AuthorizationMode::Abac => Some("No policy matched.".to_owned()),
-                AuthorizationMode::Rbac => self
-                    .rbac
-                    .as_ref()
-                    .map(|rbac| rbac.denial_reason(user, attributes.namespace()))
-                    .filter(|reason| !reason.is_empty()),
-            })
-            .collect();
-        Decision::Denied(reasons.join("\n"))
+    }
+
+    /// The reason `mode` (other than `Webhook`) gives when it does not allow.
+    fn mode_reason(
+        &self,
+        mode: AuthorizationMode,
+        user: &User,
+        attributes: &Attributes<'_>,
+    ) -> Option<String> {
+        match mode {
+            AuthorizationMode::AlwaysAllow | AuthorizationMode::Webhook => None,
+            AuthorizationMode::AlwaysDeny => Some("Everything is forbidden.".to_owned()),
+            AuthorizationMode::Abac => Some("No policy matched.".to_owned()),
+            AuthorizationMode::Rbac => self
+                .rbac
+                .as_ref()
+                .map(|rbac| rbac.denial_reason(user, attributes.namespace()))
+                .filter(|reason| !reason.is_empty()),
+        }
     }
 }
 
@@ -1115,6 +1265,15 @@ impl Auth {
                         return reason;
                     }
                 }
+                AuthorizationMode::Webhook => {
+                    if let Some(authz_webhook::Opinion::Allow(reason)) = self
+                        .authz_webhook
+                        .as_ref()
+                        .map(|webhook| webhook.opinion(user, attributes))
+                    {
+                        return reason;
+                    }
+                }
             }
         }
         String::new()
@@ -1133,6 +1292,17 @@ pub enum Decision {
     Allowed,
     /// None did; the reasons they gave (possibly empty).
     Denied(String),
+    /// The `Webhook` mode denied outright (`denied`: kube's `DecisionDeny`, which ends the
+    /// chain, with its reason), or none allowed and a webhook call failed (`error`: kube's
+    /// evaluation error, which makes a request's answer 500; see [`authz_webhook`]).
+    Refused {
+        /// The reasons given.
+        reason: String,
+        /// Whether a mode denied (rather than none allowing).
+        denied: bool,
+        /// The evaluation error, empty for none.
+        error: String,
+    },
 }
 
 /// One authorizer of `--authorization-mode` (kube-apiserver's modes this server has).
@@ -1146,11 +1316,13 @@ pub enum AuthorizationMode {
     Abac,
     /// The cached RBAC objects ([`rbac`]).
     Rbac,
+    /// `--authorization-webhook-config-file` ([`authz_webhook`]).
+    Webhook,
 }
 
 impl AuthorizationMode {
     /// The modes as kube-apiserver spells them.
-    pub const NAMES: [&'static str; 4] = ["AlwaysAllow", "AlwaysDeny", "ABAC", "RBAC"];
+    pub const NAMES: [&'static str; 5] = ["AlwaysAllow", "AlwaysDeny", "ABAC", "RBAC", "Webhook"];
 
     /// Today's behaviour without `--authorization-mode`: `ABAC` with a policy file, else
     /// `AlwaysAllow`.
@@ -1168,7 +1340,8 @@ impl AuthorizationMode {
     ///
     /// # Errors
     /// kube-apiserver's message (an unknown mode, a mode given twice, `ABAC` without a policy
-    /// file, a policy file without `ABAC`), or that `Node` or `Webhook` is not supported here.
+    /// file, a policy file without `ABAC`), or that `Node` is not supported here (`Webhook`'s
+    /// file is checked by `config::authz`).
     pub fn parse_list(
         list: &[String],
         policy_file: bool,
@@ -1180,7 +1353,8 @@ impl AuthorizationMode {
                 "AlwaysDeny" => AuthorizationMode::AlwaysDeny,
                 "ABAC" => AuthorizationMode::Abac,
                 "RBAC" => AuthorizationMode::Rbac,
-                "Node" | "Webhook" => {
+                "Webhook" => AuthorizationMode::Webhook,
+                "Node" => {
                     return Err(format!(
                         "authorization-mode {name:?} is not supported by watchkeeper (supported: {})",
                         Self::NAMES.join(", ")
@@ -1222,8 +1396,11 @@ pub struct Rules {
     pub resource: Vec<rbac::PolicyRule>,
     /// Non-resource rules (verbs, nonResourceURLs).
     pub non_resource: Vec<rbac::PolicyRule>,
-    /// Why some rules could not be resolved (RBAC's missing roles), empty when all were.
+    /// Why some rules could not be resolved (RBAC's missing roles, the webhook's lack of
+    /// rules), empty when all were.
     pub evaluation_error: String,
+    /// Whether the rules may be incomplete (`Webhook` in the chain, as kube).
+    pub incomplete: bool,
 }
 
 impl Auth {
@@ -1234,13 +1411,15 @@ impl Auth {
     /// rules of every role bound to the user there. The list is complete (`incomplete: false`
     /// in the review): kube's AlwaysAllow, AlwaysDeny, ABAC and RBAC are all rule resolvers
     /// that report complete rules (`pkg/kubeapiserver/authorizer` adds each to the union rule
-    /// resolver); only Node and Webhook, not supported here, would make it incomplete. The
+    /// resolver); `Webhook` makes it incomplete with kube's error `webhook authorizer does not
+    /// support user rule resolution` (joined to RBAC's errors as kube's aggregate). The
     /// privileged group `system:masters` is not a rule resolver: its members see the rules
     /// bound to them (`cluster-admin` with the bootstrap policy), as in kube.
     #[must_use]
     pub fn rules_for(&self, user: &User, namespace: &str) -> Rules {
         let star = || vec!["*".to_owned()];
         let mut rules = Rules::default();
+        let mut errors: Vec<String> = Vec::new();
         for mode in &self.modes {
             match mode {
                 AuthorizationMode::AlwaysAllow => {
@@ -1276,11 +1455,18 @@ impl Auth {
                             });
                         }
                     }
-                    if !resolved.errors.is_empty() {
-                        rules.evaluation_error = rbac::aggregate(&resolved.errors);
-                    }
+                    errors.extend(resolved.errors);
+                }
+                AuthorizationMode::Webhook => {
+                    rules.incomplete = true;
+                    errors.push(
+                        "webhook authorizer does not support user rule resolution".to_owned(),
+                    );
                 }
             }
+        }
+        if !errors.is_empty() {
+            rules.evaluation_error = rbac::aggregate(&errors);
         }
         rules
     }
@@ -1332,6 +1518,15 @@ fn with_authenticated_group(mut user: User) -> User {
 
 fn unauthorized() -> ApiError {
     ApiError::unauthorized("Unauthorized")
+}
+
+/// A [`Decision::Refused`]'s answer: kube's 500 for an evaluation error, else its 403.
+fn refused(user: &User, attributes: &Attributes<'_>, reason: &str, error: &str) -> ApiError {
+    if error.is_empty() {
+        forbidden(user, attributes, reason)
+    } else {
+        authz_webhook::internal_error(attributes, error)
+    }
 }
 
 /// kube-apiserver's 403 message: `forbiddenMessage`, then `: ` and the authorizers'
@@ -1846,6 +2041,7 @@ mod tests {
             request_header: None,
             modes: vec![AuthorizationMode::Abac],
             rbac: None,
+            authz_webhook: None,
         };
         let headers = |pairs: &[(&'static str, &'static str)]| {
             let mut map = HeaderMap::new();
@@ -2026,6 +2222,7 @@ mod tests {
             request_header: None,
             modes: vec![AuthorizationMode::Abac],
             rbac: None,
+            authz_webhook: None,
         };
         let bob = user("bob", &[]);
         let error = auth

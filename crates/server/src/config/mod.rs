@@ -14,6 +14,7 @@ mod admission;
 pub mod admission_plugins;
 mod audit;
 pub mod authn;
+pub mod authz;
 pub mod controllers;
 mod encryption;
 mod error;
@@ -316,6 +317,33 @@ pub struct ServeArgs {
     /// with --authorization-policy-file, else AlwaysAllow].
     #[arg(long, value_delimiter = ',')]
     pub authorization_mode: Option<Vec<String>>,
+    /// kube-apiserver's `--authorization-webhook-config-file`: a kubeconfig naming the
+    /// webhook the `Webhook` mode POSTs `SubjectAccessReview`s to (its server URL, CA, client
+    /// certificate or token); required with `--authorization-mode` Webhook, refused without
+    /// it (see `auth::authz_webhook`) [default: none].
+    #[arg(long)]
+    pub authorization_webhook_config_file: Option<PathBuf>,
+    /// kube-apiserver's `--authorization-webhook-version`: the `authorization.k8s.io`
+    /// `SubjectAccessReview` version sent and read, `v1beta1` or `v1` [default: v1beta1].
+    #[arg(long)]
+    pub authorization_webhook_version: Option<String>,
+    /// kube-apiserver's `--authorization-webhook-cache-authorized-ttl`: how long an allowing
+    /// answer of the webhook is kept, a Go duration (`5m`, `30s`, `1h30m`), 0 (not kept) to
+    /// 24h [default: 5m0s].
+    #[arg(long)]
+    pub authorization_webhook_cache_authorized_ttl: Option<String>,
+    /// kube-apiserver's `--authorization-webhook-cache-unauthorized-ttl`: how long any other
+    /// answer of the webhook is kept, a Go duration, 0 (not kept) to 24h [default: 30s].
+    #[arg(long)]
+    pub authorization_webhook_cache_unauthorized_ttl: Option<String>,
+    /// The most webhook decisions kept (least recently used dropped first), 1 to 1000000
+    /// decisions (kube's size) [default: 8192].
+    #[arg(long)]
+    pub authorization_webhook_cache_entries: Option<usize>,
+    /// Calls to the authorization webhook in flight at once, over all requests; a call past it
+    /// waits for a slot within its 30 s timeout (1 to 10000 calls) [default: 64].
+    #[arg(long)]
+    pub authorization_webhook_calls_max: Option<usize>,
     /// kube-apiserver's audit policy (`audit.k8s.io/v1` `Policy`, YAML or JSON): which
     /// requests are logged at which level; read and validated at start. Events are written only
     /// with `--audit-log-path` too.
@@ -767,6 +795,12 @@ impl ServeArgs {
             token_auth_file,
             authorization_policy_file,
             authorization_mode,
+            authorization_webhook_config_file,
+            authorization_webhook_version,
+            authorization_webhook_cache_authorized_ttl,
+            authorization_webhook_cache_unauthorized_ttl,
+            authorization_webhook_cache_entries,
+            authorization_webhook_calls_max,
             audit_policy_file,
             audit_log_path,
             audit_log_maxage,
@@ -968,6 +1002,8 @@ pub struct ServeConfig {
     pub authorization_policy_file: Option<PathBuf>,
     /// `--authorization-mode`: the authorization chain (see [`crate::auth`]).
     pub authorization_modes: Vec<crate::auth::AuthorizationMode>,
+    /// The `Webhook` mode's configuration (`--authorization-webhook-*`; see [`authz`]).
+    pub authorization_webhook: Option<authz::AuthzWebhookConfig>,
     /// The audit log (`--audit-policy-file`, `--audit-log-*`; see [`crate::audit`]).
     pub audit: AuditConfig,
     /// Caching-proxy mode (`--upstream`, `--upstream-kubeconfig`); `None` in the store modes.
@@ -1629,6 +1665,7 @@ impl ServeConfig {
                 crate::auth::AuthorizationMode::defaults(args.authorization_policy_file.is_some())
             }
         };
+        let authorization_webhook = authz::from_args(&args, &authorization_modes)?;
         let audit = AuditConfig::from_args(&args)?;
         let store: StoreKind = args
             .store
@@ -1937,6 +1974,7 @@ impl ServeConfig {
             custom_resource_versions_max,
             token_auth_file: args.token_auth_file,
             authorization_modes,
+            authorization_webhook,
             authorization_policy_file: args.authorization_policy_file,
             audit,
             upstream,
@@ -2045,6 +2083,22 @@ mod tests {
             (
                 "authentication-token-webhook-calls-max",
                 defaults::TOKEN_WEBHOOK_CALLS_MAX.to_string(),
+            ),
+            (
+                "authorization-webhook-cache-authorized-ttl",
+                watchkeeper_api::time::go_duration(authz::AUTHORIZED_TTL.as_nanos() as i128),
+            ),
+            (
+                "authorization-webhook-cache-unauthorized-ttl",
+                watchkeeper_api::time::go_duration(authz::UNAUTHORIZED_TTL.as_nanos() as i128),
+            ),
+            (
+                "authorization-webhook-cache-entries",
+                authz::CACHE_ENTRIES.to_string(),
+            ),
+            (
+                "authorization-webhook-calls-max",
+                authz::CALLS_MAX.to_string(),
             ),
             ("max-invalid-causes", limits.invalid_causes_max.to_string()),
             (

@@ -63,16 +63,18 @@ async fn answer(
         Err(error) => return ("", Err(error)),
     };
     let verb = Verb::of(&context.method, name.is_some(), options.watch);
-    if let Err(error) = app.auth.authorize_request(
-        &context.user,
-        &Attributes::Resource {
-            verb: &verb.authorization_name(&context.method),
-            def: &def,
-            namespace: "",
-            name: name.unwrap_or_default(),
-            subresource: "",
-        },
-    ) {
+    let verb_name = verb.authorization_name(&context.method);
+    let attributes = Attributes::Resource {
+        verb: &verb_name,
+        def: &def,
+        namespace: "",
+        name: name.unwrap_or_default(),
+        subresource: "",
+    };
+    app.auth
+        .prepare_authorization(&context.user, &attributes)
+        .await;
+    if let Err(error) = app.auth.authorize_request(&context.user, &attributes) {
         return ("", Err(error));
     }
     if context.method != Method::GET {

@@ -328,6 +328,42 @@ pub fn authorize_from_url(
     if app.auth.allows_everything() && !crate::audit::context::is_audited() {
         return Ok(());
     }
+    url_attributes(app, method, path, query, |attributes| {
+        app.auth.authorize_request(user, attributes)
+    })
+    .unwrap_or(Ok(()))
+}
+
+/// Before [`authorize_from_url`], with `Webhook` in the chain: the webhook's answer for the
+/// same attributes is made known (see `auth::authz_webhook`), so the sync decision has it.
+pub async fn prepare_authorize_from_url(
+    app: &App,
+    user: &User,
+    method: &Method,
+    path: &str,
+    query: Option<&str>,
+) {
+    if app.auth.authz_webhook().is_none() {
+        return;
+    }
+    let key = url_attributes(app, method, path, query, |attributes| {
+        app.auth.webhook_key(user, attributes)
+    })
+    .flatten();
+    if let Some(key) = key {
+        app.auth.prepare_webhook_key(key).await;
+    }
+}
+
+/// `f` of the attributes the URL asks for (see [`authorize_from_url`]); `None` when it names
+/// nothing served or its query does not parse.
+fn url_attributes<R>(
+    app: &App,
+    method: &Method,
+    path: &str,
+    query: Option<&str>,
+    f: impl FnOnce(&Attributes<'_>) -> R,
+) -> Option<R> {
     let segments: Vec<&str> = path
         .trim_matches('/')
         .split('/')
@@ -338,24 +374,22 @@ pub fn authorize_from_url(
         ["apis", group, version, ref rest @ ..] if !rest.is_empty() => (group, version, rest),
         _ => {
             let verb = crate::auth::non_resource_verb(method);
-            return app
-                .auth
-                .authorize_request(user, &Attributes::NonResource { verb: &verb, path });
+            return Some(f(&Attributes::NonResource { verb: &verb, path }));
         }
     };
-    let Some(target) = Target::parse(group, version, rest) else {
-        return Ok(());
-    };
-    let Some(resource) = app.resource(target.group, target.version, target.plural) else {
-        return Ok(());
-    };
-    let Ok(options) = Options::parse(query) else {
-        return Ok(());
-    };
+    let target = Target::parse(group, version, rest)?;
+    let resource = app.resource(target.group, target.version, target.plural)?;
+    let options = Options::parse(query).ok()?;
     if scope_error(&resource, target).is_some() {
-        return Ok(());
+        return None;
     }
-    authorize_resource(app, user, method, &resource.def, target, &options).map(|_| ())
+    Some(resource_attributes(
+        method,
+        &resource.def,
+        target,
+        &options,
+        |_, attributes| f(attributes),
+    ))
 }
 
 /// 404 for a target the resource does not have (a namespace on a cluster-scoped resource, a
@@ -409,6 +443,19 @@ fn authorize_resource(
     target: Target<'_>,
     options: &Options,
 ) -> Result<Verb, ApiError> {
+    resource_attributes(method, def, target, options, |verb, attributes| {
+        app.auth.authorize_request(user, attributes).map(|()| verb)
+    })
+}
+
+/// `f` of a resource request's verb and attributes.
+fn resource_attributes<R>(
+    method: &Method,
+    def: &watchkeeper_api::ResourceDef,
+    target: Target<'_>,
+    options: &Options,
+    f: impl FnOnce(Verb, &Attributes<'_>) -> R,
+) -> R {
     let verb = Verb::of(
         method,
         target.name.is_some(),
@@ -421,8 +468,8 @@ fn authorize_resource(
         }
         _ => verb.authorization_name(method),
     };
-    app.auth.authorize_request(
-        user,
+    f(
+        verb,
         &Attributes::Resource {
             verb: &name,
             def,
@@ -430,8 +477,7 @@ fn authorize_resource(
             name: target.name.unwrap_or_default(),
             subresource: target.subresource.unwrap_or_default(),
         },
-    )?;
-    Ok(verb)
+    )
 }
 
 /// `/debug/consistency`: `POST` runs the cache consistency check now (every resource, or the

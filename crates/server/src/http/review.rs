@@ -141,18 +141,20 @@ async fn review(
 ) -> Result<Response, ApiError> {
     let caller = &context.user;
     let is_self = def.plural.starts_with("self");
-    let authorized = app.auth.authorize(
-        caller,
-        &Attributes::Resource {
-            verb: "create",
-            def,
-            namespace: namespace.unwrap_or_default(),
-            name: "",
-            subresource: "",
-        },
-    );
+    let create = Attributes::Resource {
+        verb: "create",
+        def,
+        namespace: namespace.unwrap_or_default(),
+        name: "",
+        subresource: "",
+    };
+    let is_authenticated = caller.groups.iter().any(|g| g == "system:authenticated");
+    if !(is_self && is_authenticated) {
+        app.auth.prepare_authorization(caller, &create).await;
+    }
+    let authorized = app.auth.authorize(caller, &create);
     if let Err(error) = authorized
-        && !(is_self && caller.groups.iter().any(|g| g == "system:authenticated"))
+        && !(is_self && is_authenticated)
     {
         return Err(error);
     }
@@ -166,7 +168,7 @@ async fn review(
             let namespace = spec.get("namespace").and_then(Value::as_str).unwrap_or("");
             rules_status(app, caller, namespace)
         }
-        "selfsubjectaccessreviews" => access_status(app, caller, &spec, None)?,
+        "selfsubjectaccessreviews" => access_status(app, caller, &spec, None).await?,
         "tokenreviews" => token_status(app, &spec).await?,
         _ => {
             let subject = User {
@@ -192,7 +194,7 @@ async fn review(
                     "at least one of user or group must be specified",
                 ));
             }
-            access_status(app, &subject, &spec, namespace.map(|ns| (def, ns)))?
+            access_status(app, &subject, &spec, namespace.map(|ns| (def, ns))).await?
         }
     };
     let metadata = body
@@ -268,7 +270,7 @@ fn user_info(user: &User) -> Value {
 
 /// `SubjectAccessReviewStatus` for the attributes in `spec`, decided for `subject`.
 /// `local` is a `LocalSubjectAccessReview`'s namespace, which the spec must agree with.
-fn access_status(
+async fn access_status(
     app: &App,
     subject: &User,
     spec: &Value,
@@ -312,15 +314,19 @@ fn access_status(
                     subresource: text(attributes, "subresource"),
                 },
             )
+            .await
         }
-        (None, Some(attributes)) => decided(
-            app,
-            subject,
-            &Attributes::NonResource {
-                verb: text(attributes, "verb"),
-                path: text(attributes, "path"),
-            },
-        ),
+        (None, Some(attributes)) => {
+            decided(
+                app,
+                subject,
+                &Attributes::NonResource {
+                    verb: text(attributes, "verb"),
+                    path: text(attributes, "path"),
+                },
+            )
+            .await
+        }
         _ => {
             let def = local.map_or_else(
                 || {
@@ -344,18 +350,36 @@ fn access_status(
     Ok(decision)
 }
 
-/// The `SubjectAccessReviewStatus` of the chain's decision: `allowed`, and the reason when
-/// the deciding mode gave one.
-fn decided(app: &App, subject: &User, attributes: &Attributes<'_>) -> Value {
-    let (allowed, reason) = match app.auth.decide(subject, attributes) {
-        Decision::Allowed => (true, app.auth.allowed_reason(subject, attributes)),
-        Decision::Denied(reason) => (false, reason),
+/// The `SubjectAccessReviewStatus` of the chain's decision (the webhook's answer awaited
+/// first, see `auth::authz_webhook`): `allowed`, `denied` when a mode denied outright, the
+/// reason when the deciding modes gave one, and `evaluationError` when a webhook failed.
+async fn decided(app: &App, subject: &User, attributes: &Attributes<'_>) -> Value {
+    app.auth.prepare_authorization(subject, attributes).await;
+    let (allowed, denied, reason, error) = match app.auth.decide(subject, attributes) {
+        Decision::Allowed => (
+            true,
+            false,
+            app.auth.allowed_reason(subject, attributes),
+            String::new(),
+        ),
+        Decision::Denied(reason) => (false, false, reason, String::new()),
+        Decision::Refused {
+            reason,
+            denied,
+            error,
+        } => (false, denied, reason, error),
     };
-    if reason.is_empty() {
-        json!({"allowed": allowed})
-    } else {
-        json!({"allowed": allowed, "reason": reason})
+    let mut status = json!({"allowed": allowed});
+    if denied {
+        status["denied"] = json!(true);
     }
+    if !reason.is_empty() {
+        status["reason"] = json!(reason);
+    }
+    if !error.is_empty() {
+        status["evaluationError"] = json!(error);
+    }
+    status
 }
 
 fn rules_status(app: &App, user: &User, namespace: &str) -> Value {
@@ -363,7 +387,7 @@ fn rules_status(app: &App, user: &User, namespace: &str) -> Value {
     let mut status = json!({
         "resourceRules": rules.resource,
         "nonResourceRules": rules.non_resource,
-        "incomplete": false,
+        "incomplete": rules.incomplete,
     });
     if !rules.evaluation_error.is_empty() {
         status["evaluationError"] = json!(rules.evaluation_error);

@@ -192,6 +192,14 @@ pub static HANDSHAKE_FAILURES: AtomicUsize = AtomicUsize::new(0);
 pub type AuthorizeFromUrl =
     Arc<dyn Fn(&User, &Method, &str, Option<&str>) -> Result<(), ApiError> + Send + Sync>;
 
+/// Before [`AuthorizeFromUrl`], with an authorization webhook: its answer for the same
+/// attributes made known (`http::prepare_authorize_from_url`, see `auth::authz_webhook`).
+pub type PrepareAuthorizeFromUrl = Arc<
+    dyn Fn(User, Method, String, Option<String>) -> futures_util::future::BoxFuture<'static, ()>
+        + Send
+        + Sync,
+>;
+
 /// The state of the [`layer`]: the limits and who is asking.
 #[derive(Clone)]
 pub struct LayerState {
@@ -201,6 +209,8 @@ pub struct LayerState {
     pub auth: Arc<Auth>,
     /// Authorization once the slot or seat is taken, before the body is read (403).
     pub authorize: AuthorizeFromUrl,
+    /// Awaited right before `authorize` when the chain has a webhook (`None` otherwise).
+    pub prepare_authorize: Option<PrepareAuthorizeFromUrl>,
 }
 
 impl std::fmt::Debug for LayerState {
@@ -1190,6 +1200,11 @@ where
         Some(prepared) => prepared,
         None => state.auth.prepare(&parts.headers).await,
     };
+    let peer = connection.as_ref().and_then(|c| c.peer.as_ref());
+    state
+        .auth
+        .prepare_impersonation(parts.uri.path(), &parts.headers, peer, &prepared)
+        .await;
     let user = match state
         .auth
         .authenticate_peer(
@@ -1326,6 +1341,15 @@ where
     // authorization): a request its user may not make waits its turn, is counted as
     // dispatched in its flow, and its 403 carries the FlowSchema's headers; it is still
     // refused before a byte of its body is read, and frees its seat with the answer.
+    if let Some(prepare) = &state.prepare_authorize {
+        prepare(
+            user.clone(),
+            parts.method.clone(),
+            decoded_path(parts.uri.path()).into_owned(),
+            parts.uri.query().map(str::to_owned),
+        )
+        .await;
+    }
     if let Err(error) = (state.authorize)(
         &user,
         &parts.method,
