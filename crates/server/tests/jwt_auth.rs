@@ -634,37 +634,13 @@ async fn kubectl_auth_whoami_with_a_jwt() {
     })
     .await;
     let token = sign(&key, None, &issuer.claims("alice"));
-    let kubeconfig = dir.path().join("kubeconfig.yaml");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters: [{{name: local, cluster: {{server: \"https://{}\", certificate-authority: \"{}\"}}}}]\nusers: [{{name: u, user: {{token: {token}}}}}]\ncontexts: [{{name: local, context: {{cluster: local, user: u}}}}]\ncurrent-context: local\n",
-            server.addr,
-            pki.ca_file().display()
-        ),
+    let review = common::kubectl_whoami(
+        dir.path(),
+        server.addr,
+        &pki.ca_file(),
+        &format!("{{token: {token}}}"),
     )
-    .unwrap();
-    let binary = std::env::var_os("KUBECTL").unwrap_or_else(|| "kubectl".into());
-    let output = tokio::time::timeout(
-        common::HANG_GUARD,
-        tokio::process::Command::new(binary)
-            .args(["auth", "whoami", "-o", "json", "--kubeconfig"])
-            .arg(&kubeconfig)
-            .env("HOME", dir.path())
-            .env_remove("KUBECONFIG")
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("kubectl hung")
-    .expect("kubectl runs (install it, or set KUBECTL)");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let review: Value = serde_json::from_str(&stdout).unwrap();
+    .await;
     assert_eq!(review["status"]["userInfo"]["username"], "oidc:alice");
     assert_eq!(review["status"]["userInfo"]["uid"], "uid-alice");
 }

@@ -83,15 +83,11 @@ use super::{Attributes, Auth, AuthorizationMode, Decision, User};
 use crate::config::authz::{AuthzWebhookConfig, SarVersion};
 use crate::source::event_rate_limit::{MonotonicTicks, Ticks};
 use crate::source::webhook::answers::Answers;
-use crate::source::webhook::kubeconfig::Target;
+use crate::source::webhook::kubeconfig::{Failure, REQUEST_TIMEOUT, Target, with_retries};
 
 /// The reason of the mode for a decision it was not asked for in time (see the module docs).
 pub const NOT_AVAILABLE: &str = "webhook decision not available";
 
-/// kube's webhook request timeout (`GenericWebhook`'s, and the legacy flags' `timeout`).
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-/// kube's attempts of one review (`DefaultAuthWebhookRetryBackoff().Steps`).
-const ATTEMPTS: u32 = 5;
 /// kube's first wait before a retry.
 const RETRY_BACKOFF: Duration = Duration::from_millis(500);
 /// How long the recent outcome of a call is kept for the decisions after its prefetch.
@@ -433,39 +429,29 @@ impl AuthzWebhook {
             return Outcome::Failed("the authorization webhook is not loaded".to_owned());
         };
         let body = review_body(key, self.config.version);
-        let mut wait = RETRY_BACKOFF;
-        let mut attempt = 1;
-        loop {
-            let outcome = {
-                let Ok(Ok(_slot)) =
-                    tokio::time::timeout(REQUEST_TIMEOUT, self.slots.acquire()).await
-                else {
-                    return Outcome::Failed("context deadline exceeded".to_owned());
-                };
-                self.calls.fetch_add(1, Ordering::Relaxed);
-                target
-                    .post(body.clone(), self.answer_bytes_max, Some(REQUEST_TIMEOUT))
-                    .await
+        let outcome = with_retries(RETRY_BACKOFF, || async {
+            let Ok(Ok(_slot)) = tokio::time::timeout(REQUEST_TIMEOUT, self.slots.acquire()).await
+            else {
+                return Err(Failure {
+                    reset: false,
+                    cause: "context deadline exceeded".to_owned(),
+                });
             };
-            let retry = match &outcome {
-                Ok((status, _)) => matches!(status, 429 | 500 | 504),
-                Err(failure) => failure.reset,
-            };
-            if !retry || attempt == ATTEMPTS {
-                return match outcome {
-                    Err(failure) => Outcome::Failed(failure.cause),
-                    Ok((status, answer)) if !(200..300).contains(&status) => {
-                        Outcome::Failed(status_error(status, &answer))
-                    }
-                    Ok((_, answer)) => match serde_json::from_slice::<Review>(&answer) {
-                        Ok(review) => Outcome::Answered(review.status),
-                        Err(error) => Outcome::Failed(error.to_string()),
-                    },
-                };
+            self.calls.fetch_add(1, Ordering::Relaxed);
+            target
+                .post(body.clone(), self.answer_bytes_max, Some(REQUEST_TIMEOUT))
+                .await
+        })
+        .await;
+        match outcome {
+            Err(failure) => Outcome::Failed(failure.cause),
+            Ok((status, answer)) if !(200..300).contains(&status) => {
+                Outcome::Failed(status_error(status, &answer))
             }
-            tokio::time::sleep(wait).await;
-            wait = wait.mul_f64(1.5);
-            attempt += 1;
+            Ok((_, answer)) => match serde_json::from_slice::<Review>(&answer) {
+                Ok(review) => Outcome::Answered(review.status),
+                Err(error) => Outcome::Failed(error.to_string()),
+            },
         }
     }
 

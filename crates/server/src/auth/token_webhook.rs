@@ -52,13 +52,7 @@ use tokio::sync::{OnceCell, Semaphore};
 use super::User;
 use crate::source::event_rate_limit::{MonotonicTicks, Ticks};
 use crate::source::webhook::answers::Answers;
-use crate::source::webhook::kubeconfig::Target;
-
-/// kube's webhook request timeout (`GenericWebhook`'s).
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// kube's attempts of one review (`DefaultAuthWebhookRetryBackoff`'s `Steps`).
-const ATTEMPTS: u32 = 5;
+use crate::source::webhook::kubeconfig::{REQUEST_TIMEOUT, Target, with_retries};
 
 /// kube's first retry delay (`DefaultAuthWebhookRetryBackoff`'s `Duration`).
 const FIRST_RETRY: Duration = Duration::from_millis(500);
@@ -283,26 +277,13 @@ impl TokenWebhook {
             "status": {"user": {}},
         });
         let body = review.to_string().into_bytes();
-        let mut wait = FIRST_RETRY;
-        let mut attempt = 1;
-        let answer = loop {
+        let answer = with_retries(FIRST_RETRY, || {
             self.calls
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let outcome = self
-                .target
+            self.target
                 .post(body.clone(), self.answer_bytes_max, Some(REQUEST_TIMEOUT))
-                .await;
-            let retry = match &outcome {
-                Ok((status, _)) => matches!(status, 429 | 500 | 504),
-                Err(failure) => failure.reset,
-            };
-            if !retry || attempt == ATTEMPTS {
-                break outcome;
-            }
-            tokio::time::sleep(wait).await;
-            wait = wait.mul_f64(1.5);
-            attempt += 1;
-        };
+        })
+        .await;
         let (status, answer) = match answer {
             Ok(answer) => answer,
             Err(failure) => return (Answer::Refused(failure.cause), false),

@@ -47,16 +47,10 @@ use watchkeeper_api::time::go_duration;
 
 use super::event_rate_limit::{MonotonicTicks, Ticks};
 use super::webhook::answers::Answers;
-use super::webhook::kubeconfig::Target;
+use super::webhook::kubeconfig::{REQUEST_TIMEOUT, Target, with_retries};
 
 /// The most answers kept (kube's `NewLRUExpireCache(1024)`).
 pub const CACHE_ENTRIES: usize = 1024;
-
-/// kube's webhook request timeout (`GenericWebhook`'s).
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// kube's attempts of one review (its backoff's `Steps`).
-const ATTEMPTS: u32 = 5;
 
 /// A second and a minute, in nanoseconds.
 const SECOND: i128 = 1_000_000_000;
@@ -286,31 +280,18 @@ impl ImagePolicy {
             .get_or_try_init(|| Target::load(&self.config.kubeconfig))
             .await?;
         let body = review.to_string().into_bytes();
-        let mut wait = self.config.retry_backoff;
-        let mut attempt = 1;
-        loop {
+        let (status, answer) = with_retries(self.config.retry_backoff, || {
             self.calls
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let outcome = target
-                .post(body.clone(), answer_bytes_max, Some(REQUEST_TIMEOUT))
-                .await;
-            let retry = match &outcome {
-                Ok((status, _)) => matches!(status, 429 | 500 | 504),
-                Err(failure) => failure.reset,
-            };
-            if !retry || attempt == ATTEMPTS {
-                let (status, answer) = outcome.map_err(|failure| failure.cause)?;
-                if !(200..300).contains(&status) {
-                    return Err(format!("Error contacting webhook: {status}"));
-                }
-                let answer: Value =
-                    serde_json::from_slice(&answer).map_err(|error| error.to_string())?;
-                return Ok(answer.get("status").cloned().unwrap_or(Value::Null));
-            }
-            tokio::time::sleep(wait).await;
-            wait = wait.mul_f64(1.5);
-            attempt += 1;
+            target.post(body.clone(), answer_bytes_max, Some(REQUEST_TIMEOUT))
+        })
+        .await
+        .map_err(|failure| failure.cause)?;
+        if !(200..300).contains(&status) {
+            return Err(format!("Error contacting webhook: {status}"));
         }
+        let answer: Value = serde_json::from_slice(&answer).map_err(|error| error.to_string())?;
+        Ok(answer.get("status").cloned().unwrap_or(Value::Null))
     }
 
     /// kube's `Validate` on a write of `pod`: annotated in place when admitted in spite of a

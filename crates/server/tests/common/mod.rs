@@ -465,3 +465,44 @@ where
     });
     (port, issuer.pem())
 }
+
+/// `kubectl auth whoami -o json` against `addr` over TLS (verified with `ca_file`) as the
+/// kubeconfig user `user` (YAML flow, e.g. `{token: T}`), its kubeconfig and `HOME` in
+/// `dir`: the review it printed.
+pub async fn kubectl_whoami(
+    dir: &std::path::Path,
+    addr: SocketAddr,
+    ca_file: &std::path::Path,
+    user: &str,
+) -> Value {
+    let kubeconfig = dir.join("kubeconfig.yaml");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{{name: local, cluster: {{server: \"https://{addr}\", certificate-authority: \"{}\"}}}}]\nusers: [{{name: u, user: {user}}}]\ncontexts: [{{name: local, context: {{cluster: local, user: u}}}}]\ncurrent-context: local\n",
+            ca_file.display()
+        ),
+    )
+    .unwrap();
+    let binary = std::env::var_os("KUBECTL").unwrap_or_else(|| "kubectl".into());
+    let output = tokio::time::timeout(
+        HANG_GUARD,
+        tokio::process::Command::new(binary)
+            .args(["auth", "whoami", "-o", "json", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .env("HOME", dir)
+            .env_remove("KUBECONFIG")
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("kubectl hung")
+    .expect("kubectl runs (install it, or set KUBECTL)");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(&stdout).unwrap()
+}

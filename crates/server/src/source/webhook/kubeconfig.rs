@@ -119,6 +119,44 @@ impl Target {
     }
 }
 
+/// kube's webhook request timeout (`GenericWebhook`'s): each attempt of a call.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// kube's attempts of one call (its webhooks' backoff `Steps`).
+pub const ATTEMPTS: u32 = 5;
+
+/// kube's `WithExponentialBackoff` with `DefaultShouldRetry` around one webhook call: `attempt`
+/// is made again when it was answered 429, 500 or 504 or its connection was reset, at most
+/// [`ATTEMPTS`] times, `first_wait` apart and 1.5 times longer each time; the last outcome is
+/// returned.
+///
+/// # Errors
+/// The last attempt's failure.
+pub async fn with_retries<F, Fut>(
+    first_wait: Duration,
+    mut attempt: F,
+) -> Result<(u16, Bytes), Failure>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(u16, Bytes), Failure>>,
+{
+    let mut wait = first_wait;
+    let mut made = 1;
+    loop {
+        let outcome = attempt().await;
+        let retry = match &outcome {
+            Ok((status, _)) => matches!(status, 429 | 500 | 504),
+            Err(failure) => failure.reset,
+        };
+        if !retry || made == ATTEMPTS {
+            return outcome;
+        }
+        tokio::time::sleep(wait).await;
+        wait = wait.mul_f64(1.5);
+        made += 1;
+    }
+}
+
 /// Whether `error` is a reset connection (kube's `IsConnectionReset`).
 fn connection_reset(error: &kube::Error) -> bool {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
