@@ -42,7 +42,6 @@
 //! - The answer is read up to `--max-request-body-bytes`.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -50,6 +49,7 @@ use serde_json::{Value, json};
 use tokio::sync::{OnceCell, Semaphore};
 
 use super::User;
+pub use crate::config::authn::TokenWebhookConfig;
 use crate::source::event_rate_limit::{MonotonicTicks, Ticks};
 use crate::source::webhook::answers::Answers;
 use crate::source::webhook::kubeconfig::{REQUEST_TIMEOUT, Target, with_retries};
@@ -60,21 +60,6 @@ const FIRST_RETRY: Duration = Duration::from_millis(500);
 /// What a refusal without the webhook's own error says (a `TokenReview`'s `status.error`, as
 /// this server's other authenticators say it of a token they do not know).
 const INVALID: &str = "invalid bearer token";
-
-/// The webhook's configuration (`--authentication-token-webhook-*`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TokenWebhookConfig {
-    /// The kubeconfig naming the webhook.
-    pub config_file: PathBuf,
-    /// `v1beta1` or `v1`.
-    pub version: &'static str,
-    /// How long an answer is kept (zero: none is).
-    pub cache_ttl: Duration,
-    /// The most answers kept.
-    pub cache_entries: usize,
-    /// The most calls in flight.
-    pub calls_max: usize,
-}
 
 /// What the webhook answered for a token.
 #[derive(Clone, Debug, PartialEq, Eq)]

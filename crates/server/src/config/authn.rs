@@ -862,6 +862,21 @@ pub(super) fn from_args(args: &ServeArgs, disallowed: &[String]) -> Result<JwtCo
     })
 }
 
+/// The webhook's configuration (`--authentication-token-webhook-*`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TokenWebhookConfig {
+    /// The kubeconfig naming the webhook.
+    pub config_file: PathBuf,
+    /// `v1beta1` or `v1`.
+    pub version: &'static str,
+    /// How long an answer is kept (zero: none is).
+    pub cache_ttl: Duration,
+    /// The most answers kept.
+    pub cache_entries: usize,
+    /// The most calls in flight.
+    pub calls_max: usize,
+}
+
 /// The token webhook's configuration (`--authentication-token-webhook-*`), `None` without
 /// `--authentication-token-webhook-config-file`; the kubeconfig is read at start too (kube
 /// reads it when it builds the authenticator).
@@ -871,7 +886,7 @@ pub(super) fn from_args(args: &ServeArgs, disallowed: &[String]) -> Result<JwtCo
 /// cache TTL that is not a Go duration; the bounds out of range.
 pub(super) fn token_webhook_from_args(
     args: &ServeArgs,
-) -> Result<Option<crate::auth::token_webhook::TokenWebhookConfig>, ConfigError> {
+) -> Result<Option<TokenWebhookConfig>, ConfigError> {
     const FILE_FLAG: &str = "--authentication-token-webhook-config-file";
     let cache_entries = super::bounded(
         "--authentication-token-webhook-cache-entries",
@@ -923,7 +938,7 @@ pub(super) fn token_webhook_from_args(
             format!("{FILE_FLAG} {}: {error}", config_file.display()),
         )
     })?;
-    Ok(Some(crate::auth::token_webhook::TokenWebhookConfig {
+    Ok(Some(TokenWebhookConfig {
         config_file: config_file.clone(),
         version,
         cache_ttl,

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{ConfigError, ServeArgs, bounded};
-use crate::auth::AuthorizationMode;
 use crate::source::event_rate_limit::Ticks;
 
 /// `--authorization-webhook-version`: the `SubjectAccessReview` version sent.
@@ -172,6 +171,90 @@ pub fn from_args(
         )?,
         clock: CacheClock::default(),
     }))
+}
+
+/// One authorizer of `--authorization-mode` (kube-apiserver's modes this server has).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AuthorizationMode {
+    /// Everything is allowed.
+    AlwaysAllow,
+    /// Nothing is allowed (no opinion, reason `Everything is forbidden.`).
+    AlwaysDeny,
+    /// `--authorization-policy-file`.
+    Abac,
+    /// The cached RBAC objects ([`rbac`]).
+    Rbac,
+    /// `--authorization-webhook-config-file` ([`authz_webhook`]).
+    Webhook,
+}
+
+impl AuthorizationMode {
+    /// The modes as kube-apiserver spells them.
+    pub const NAMES: [&'static str; 5] = ["AlwaysAllow", "AlwaysDeny", "ABAC", "RBAC", "Webhook"];
+
+    /// Today's behaviour without `--authorization-mode`: `ABAC` with a policy file, else
+    /// `AlwaysAllow`.
+    #[must_use]
+    pub fn defaults(policy_file: bool) -> Vec<AuthorizationMode> {
+        vec![if policy_file {
+            AuthorizationMode::Abac
+        } else {
+            AuthorizationMode::AlwaysAllow
+        }]
+    }
+
+    /// Parses the comma-separated `--authorization-mode` with kube-apiserver's checks
+    /// (`BuiltInAuthorizationOptions.Validate`), given whether a policy file is set.
+    ///
+    /// # Errors
+    /// kube-apiserver's message (an unknown mode, a mode given twice, `ABAC` without a policy
+    /// file, a policy file without `ABAC`), or that `Node` is not supported here (`Webhook`'s
+    /// file is checked by `config::authz`).
+    pub fn parse_list(
+        list: &[String],
+        policy_file: bool,
+    ) -> Result<Vec<AuthorizationMode>, String> {
+        let mut modes = Vec::new();
+        for name in list.iter().map(|m| m.trim()) {
+            let mode = match name {
+                "AlwaysAllow" => AuthorizationMode::AlwaysAllow,
+                "AlwaysDeny" => AuthorizationMode::AlwaysDeny,
+                "ABAC" => AuthorizationMode::Abac,
+                "RBAC" => AuthorizationMode::Rbac,
+                "Webhook" => AuthorizationMode::Webhook,
+                "Node" => {
+                    return Err(format!(
+                        "authorization-mode {name:?} is not supported by watchkeeper (supported: {})",
+                        Self::NAMES.join(", ")
+                    ));
+                }
+                _ => return Err(format!("authorization-mode {name:?} is not a valid mode")),
+            };
+            if mode == AuthorizationMode::Abac && !policy_file {
+                return Err(
+                    "authorization-mode ABAC's authorization policy file not passed".to_owned(),
+                );
+            }
+            if modes.contains(&mode) {
+                let quoted: Vec<String> = list
+                    .iter()
+                    .map(|m| watchkeeper_core::gotext::go_quote(m))
+                    .collect();
+                return Err(format!(
+                    "authorization-mode [{}] has mode specified more than once",
+                    quoted.join(" ")
+                ));
+            }
+            modes.push(mode);
+        }
+        if modes.is_empty() {
+            return Err("at least one authorization-mode must be passed".to_owned());
+        }
+        if policy_file && !modes.contains(&AuthorizationMode::Abac) {
+            return Err("cannot specify --authorization-policy-file without mode ABAC".to_owned());
+        }
+        Ok(modes)
+    }
 }
 
 #[cfg(test)]

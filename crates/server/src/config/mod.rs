@@ -20,7 +20,7 @@ mod encryption;
 mod error;
 mod etcd;
 mod limits;
-mod tls;
+pub mod tls;
 
 pub use admission::AdmissionConfig;
 pub use audit::{AuditConfig, AuditMode, AuditWebhookConfig, Batching};
@@ -1001,7 +1001,7 @@ pub struct ServeConfig {
     /// `--authorization-policy-file`.
     pub authorization_policy_file: Option<PathBuf>,
     /// `--authorization-mode`: the authorization chain (see [`crate::auth`]).
-    pub authorization_modes: Vec<crate::auth::AuthorizationMode>,
+    pub authorization_modes: Vec<authz::AuthorizationMode>,
     /// The `Webhook` mode's configuration (`--authorization-webhook-*`; see [`authz`]).
     pub authorization_webhook: Option<authz::AuthzWebhookConfig>,
     /// The audit log (`--audit-policy-file`, `--audit-log-*`; see [`crate::audit`]).
@@ -1032,7 +1032,7 @@ pub struct ServeConfig {
     /// JWT (OIDC) authenticators (`--authentication-config`, `--oidc-*`, `--jwt-*`).
     pub jwt: JwtConfig,
     /// The token webhook (`--authentication-token-webhook-*`), if configured.
-    pub token_webhook: Option<crate::auth::token_webhook::TokenWebhookConfig>,
+    pub token_webhook: Option<authn::TokenWebhookConfig>,
     /// `--webhook-calls-max`: admission webhook calls in flight at once (see
     /// `crate::source::webhook::client`).
     pub webhook_calls_max: usize,
@@ -1656,14 +1656,11 @@ impl ServeConfig {
         let limits = LimitsConfig::from_args(&args)?;
         let (pod_gc, resource_quota_sync_period) = controllers::from_args(&args)?;
         let authorization_modes = match &args.authorization_mode {
-            Some(list) => crate::auth::AuthorizationMode::parse_list(
-                list,
-                args.authorization_policy_file.is_some(),
-            )
-            .map_err(|e| ConfigError::flag("--authorization-mode", e))?,
-            None => {
-                crate::auth::AuthorizationMode::defaults(args.authorization_policy_file.is_some())
+            Some(list) => {
+                authz::AuthorizationMode::parse_list(list, args.authorization_policy_file.is_some())
+                    .map_err(|e| ConfigError::flag("--authorization-mode", e))?
             }
+            None => authz::AuthorizationMode::defaults(args.authorization_policy_file.is_some()),
         };
         let authorization_webhook = authz::from_args(&args, &authorization_modes)?;
         let audit = AuditConfig::from_args(&args)?;
