@@ -554,9 +554,9 @@ pub async fn start(config: ServeConfig) -> Result<Server, StartError> {
     // Over a store, the controllers learn of every object from the reflector.
     let garbage_collector = (store_mode && config.enable_garbage_collector)
         .then(crate::controllers::garbage_collector::GarbageCollector::new);
-    let client_ca = crate::http::connection::client_ca_bundle(&config.tls)?;
+    let authentication = crate::http::connection::authentication_info(&config.tls)?;
     let namespace_controller = store_mode
-        .then(|| crate::controllers::namespaces::NamespaceController::new(root_ca, client_ca));
+        .then(|| crate::controllers::namespaces::NamespaceController::new(root_ca, authentication));
     let crd_finalizer = store_mode.then(crate::controllers::crd_finalizer::CrdFinalizer::new);
     let pod_gc = (store_mode && config.pod_gc.enabled)
         .then(|| crate::controllers::pod_gc::PodGc::new(config.pod_gc.clone()));

@@ -145,6 +145,57 @@ async fn a_front_proxy_s_headers_name_the_caller_and_no_one_else_s_do() {
     // No certificate: the headers are anyone's words, 401.
     let (status, body) = whoami(server.addr, &ca, &args_of(&said)).await;
     assert_eq!(status, 401, "{body}");
+
+    // Published for aggregated API servers as kube-apiserver does.
+    let dave = certificate(&clients, "dave", &["devs"]);
+    let published = tokio::time::timeout(common::HANG_GUARD, async {
+        loop {
+            let output = tokio::process::Command::new("curl")
+                .args(["-sS", "--http1.1", "--cacert"])
+                .arg(&ca)
+                .args(&dave)
+                .arg(format!(
+                    "https://{}/api/v1/namespaces/kube-system/configmaps/extension-apiserver-authentication",
+                    server.addr
+                ))
+                .output()
+                .await
+                .expect("curl runs");
+            let body: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+            if body["data"].get("requestheader-username-headers").is_some() {
+                return body;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the ConfigMap published");
+    let data = &published["data"];
+    assert_eq!(
+        data["requestheader-username-headers"],
+        "[\"X-Remote-User\"]"
+    );
+    assert_eq!(data["requestheader-group-headers"], "[\"X-Remote-Group\"]");
+    assert_eq!(data["requestheader-uid-headers"], "[\"X-Remote-Uid\"]");
+    assert_eq!(
+        data["requestheader-extra-headers-prefix"],
+        "[\"X-Remote-Extra-\"]"
+    );
+    assert_eq!(
+        data["requestheader-allowed-names"],
+        "[\"front-proxy-client\"]"
+    );
+    assert_eq!(
+        data["requestheader-client-ca-file"]
+            .as_str()
+            .unwrap()
+            .trim(),
+        front.ca_pem.replace("\r\n", "\n").trim()
+    );
+    assert_eq!(
+        data["client-ca-file"].as_str().unwrap().trim(),
+        clients.ca_pem.replace("\r\n", "\n").trim()
+    );
     server.shutdown().await;
 }
 

@@ -586,6 +586,9 @@ impl Auth {
         let mut extra: std::collections::BTreeMap<String, Vec<String>> =
             std::collections::BTreeMap::new();
         for prefix in &config.extra_headers_prefix {
+            // Header names are lowercase here; the flag's prefix is matched as Go's
+            // `hasPrefixIgnoreCase` does.
+            let prefix = prefix.to_ascii_lowercase();
             for (header, value) in headers {
                 let Some(key) = header.as_str().strip_prefix(prefix.as_str()) else {
                     continue;

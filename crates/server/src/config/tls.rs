@@ -28,6 +28,16 @@ pub struct TlsConfig {
     pub requestheader: Option<RequestHeaderConfig>,
 }
 
+/// What this server trusts for `kube-system/extension-apiserver-authentication`: the
+/// certificates of `--client-ca-file` and the front proxy's of `--requestheader-*` (PEM).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AuthenticationInfo {
+    /// `--client-ca-file`'s certificates.
+    pub client_ca: Option<String>,
+    /// `--requestheader-client-ca-file`'s certificates and the request-header flags.
+    pub request_header: Option<(String, RequestHeaderConfig)>,
+}
+
 /// kube-apiserver's request-header authentication (`--requestheader-*`): who a front proxy,
 /// authenticated by a client certificate of its own CA, says the caller is.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -36,13 +46,13 @@ pub struct RequestHeaderConfig {
     pub client_ca_file: PathBuf,
     /// `--requestheader-allowed-names` (empty: any the CA verifies).
     pub allowed_names: Vec<String>,
-    /// `--requestheader-username-headers`, lowercase.
+    /// `--requestheader-username-headers`, as given.
     pub username_headers: Vec<String>,
-    /// `--requestheader-uid-headers`, lowercase.
+    /// `--requestheader-uid-headers`, as given.
     pub uid_headers: Vec<String>,
-    /// `--requestheader-group-headers`, lowercase.
+    /// `--requestheader-group-headers`, as given.
     pub group_headers: Vec<String>,
-    /// `--requestheader-extra-headers-prefix`, lowercase.
+    /// `--requestheader-extra-headers-prefix`, as given.
     pub extra_headers_prefix: Vec<String>,
 }
 
@@ -68,29 +78,26 @@ impl RequestHeaderConfig {
                 .filter(|v| !v.is_empty())
                 .collect::<Vec<String>>())
         };
-        let lower = |values: Vec<String>| -> Vec<String> {
-            values.into_iter().map(|v| v.to_ascii_lowercase()).collect()
-        };
         let allowed_names = list(
             "--requestheader-allowed-names",
             &args.requestheader_allowed_names,
         )?;
-        let username_headers = lower(list(
+        let username_headers = list(
             "--requestheader-username-headers",
             &args.requestheader_username_headers,
-        )?);
-        let uid_headers = lower(list(
+        )?;
+        let uid_headers = list(
             "--requestheader-uid-headers",
             &args.requestheader_uid_headers,
-        )?);
-        let group_headers = lower(list(
+        )?;
+        let group_headers = list(
             "--requestheader-group-headers",
             &args.requestheader_group_headers,
-        )?);
-        let extra_headers_prefix = lower(list(
+        )?;
+        let extra_headers_prefix = list(
             "--requestheader-extra-headers-prefix",
             &args.requestheader_extra_headers_prefix,
-        )?);
+        )?;
         for (name, values) in [
             ("--requestheader-username-headers", &username_headers),
             ("--requestheader-uid-headers", &uid_headers),

@@ -33,19 +33,23 @@
 //! sharing a store with different bundles would otherwise rewrite each other's without end;
 //! give them the same `--root-ca-file`, and delete the ConfigMaps after changing it).
 //!
-//! And, with `--client-ca-file`, `kube-system` gets kube-apiserver's
+//! And, with `--client-ca-file` or `--requestheader-client-ca-file`, `kube-system` gets kube-apiserver's
 //! `extension-apiserver-authentication` ConfigMap (its cluster authentication trust
 //! controller; aggregated API servers, metrics-server and webhooks read the client CA from
 //! it): `client-ca-file` holds the certificates it held and then those of `--client-ca-file`
 //! it did not (kube's `combineUniqueCertificates`: servers sharing a store with different
-//! client CAs each add theirs, and a rotation keeps the old one), `requestheader-*` keys are
-//! kept as they are, any other key is dropped (kube rebuilds the data from what it reads); a
-//! deleted or changed ConfigMap is written again. A `client-ca-file` that does not parse is
-//! replaced (kube's controller fails and retries on it). With `--requestheader-*` this server
-//! authenticates front proxies too, but does not publish them (kube adds the
-//! `requestheader-*` keys; here they are only kept).
+//! client CAs each add theirs, and a rotation keeps the old one); with request-header
+//! authentication, `requestheader-client-ca-file` is combined the same way and each of
+//! `requestheader-username-headers`, `-uid-headers`, `-group-headers`,
+//! `-extra-headers-prefix` and `-allowed-names` is the JSON list it held followed by this
+//! server's values it lacked (kube's `combinedClusterAuthenticationInfo`); without it, the
+//! `requestheader-*` keys are kept as they are. Any other key is dropped (kube rebuilds the
+//! data from what it reads); a deleted or changed ConfigMap is written again. A certificate
+//! bundle that does not parse is replaced (kube's controller fails and retries on it).
 
 use std::collections::BTreeSet;
+
+pub use crate::config::tls::AuthenticationInfo;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -110,9 +114,9 @@ pub struct NamespaceController {
     /// What every namespace's `kube-root-ca.crt` says (PEM; empty without TLS), `None` when
     /// `--enable-root-ca-cert-publisher` is off.
     root_ca: Option<String>,
-    /// The certificates of `--client-ca-file` (PEM), published in `kube-system`'s
-    /// `extension-apiserver-authentication`; `None` without the flag.
-    client_ca: Option<String>,
+    /// What `kube-system`'s `extension-apiserver-authentication` publishes; `None` without
+    /// `--client-ca-file` and `--requestheader-client-ca-file`.
+    authentication: Option<AuthenticationInfo>,
 }
 
 /// kube-apiserver's cluster authentication trust ConfigMap, in [`AUTHENTICATION_NAMESPACE`].
@@ -138,29 +142,85 @@ fn certificate_blocks(bundle: &str) -> Option<Vec<String>> {
     )
 }
 
-/// What kube's cluster authentication trust controller writes to
-/// `kube-system/extension-apiserver-authentication`, which is `existing` (`None`: absent), for
-/// it to hold the certificates of `client_ca` (see the module docs): nothing when it does.
-fn authentication_write(existing: Option<&Value>, client_ca: &str) -> Option<Collect<'static>> {
-    let data = existing
-        .and_then(|body| body.get("data"))
-        .and_then(Value::as_object);
+/// A ConfigMap key holding a JSON list of strings (kube's `jsonSerializeStringSlice`), read
+/// leniently (anything else is an empty list).
+fn string_list(data: Option<&serde_json::Map<String, Value>>, key: &str) -> Vec<String> {
+    data.and_then(|data| data.get(key))
+        .and_then(Value::as_str)
+        .and_then(|text| serde_json::from_str::<Vec<String>>(text).ok())
+        .unwrap_or_default()
+}
+
+/// `existing`'s certificates of the PEM bundle at `key`, then those of `ours` it lacks
+/// (kube's `combineUniqueCertificates`).
+fn combined_certificates(
+    data: Option<&serde_json::Map<String, Value>>,
+    key: &str,
+    ours: Option<&str>,
+) -> Vec<String> {
     let mut certificates = data
-        .and_then(|data| data.get(CLIENT_CA_KEY))
+        .and_then(|data| data.get(key))
         .and_then(Value::as_str)
         .and_then(certificate_blocks)
         .unwrap_or_default();
-    for certificate in certificate_blocks(client_ca).unwrap_or_default() {
+    for certificate in ours.and_then(certificate_blocks).unwrap_or_default() {
         if !certificates.contains(&certificate) {
             certificates.push(certificate);
         }
     }
-    let mut wanted: serde_json::Map<String, Value> = data
-        .into_iter()
-        .flatten()
-        .filter(|(key, _)| key.starts_with("requestheader-"))
-        .map(|(key, value)| (key.clone(), value.clone()))
-        .collect();
+    certificates
+}
+
+/// What kube's cluster authentication trust controller writes to
+/// `kube-system/extension-apiserver-authentication`, which is `existing` (`None`: absent), for
+/// it to hold `info` (see the module docs): nothing when it does.
+fn authentication_write(
+    existing: Option<&Value>,
+    info: &AuthenticationInfo,
+) -> Option<Collect<'static>> {
+    let data = existing
+        .and_then(|body| body.get("data"))
+        .and_then(Value::as_object);
+    let certificates = combined_certificates(data, CLIENT_CA_KEY, info.client_ca.as_deref());
+    let mut wanted: serde_json::Map<String, Value> = match &info.request_header {
+        // Without request-header authentication here, what another server wrote is kept.
+        None => data
+            .into_iter()
+            .flatten()
+            .filter(|(key, _)| key.starts_with("requestheader-"))
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect(),
+        // kube's `combinedClusterAuthenticationInfo`: the CA bundles and each list joined,
+        // what was there first.
+        Some((ca, config)) => {
+            let mut wanted = serde_json::Map::new();
+            let front_proxy =
+                combined_certificates(data, "requestheader-client-ca-file", Some(ca.as_str()));
+            wanted.insert(
+                "requestheader-client-ca-file".to_owned(),
+                json!(front_proxy.concat()),
+            );
+            for (key, ours) in [
+                ("requestheader-username-headers", &config.username_headers),
+                ("requestheader-uid-headers", &config.uid_headers),
+                ("requestheader-group-headers", &config.group_headers),
+                (
+                    "requestheader-extra-headers-prefix",
+                    &config.extra_headers_prefix,
+                ),
+                ("requestheader-allowed-names", &config.allowed_names),
+            ] {
+                let mut list = string_list(data, key);
+                for value in ours {
+                    if !list.contains(value) {
+                        list.push(value.clone());
+                    }
+                }
+                wanted.insert(key.to_owned(), json!(json!(list).to_string()));
+            }
+            wanted
+        }
+    };
     if !certificates.is_empty() {
         wanted.insert(CLIENT_CA_KEY.to_owned(), json!(certificates.concat()));
     }
@@ -256,13 +316,16 @@ fn is_config_maps(def: &ResourceDef) -> bool {
 
 impl NamespaceController {
     /// A controller that knows of no namespace yet and publishes `root_ca` in each (none:
-    /// no `kube-root-ca.crt`), and `client_ca` (`--client-ca-file`'s certificates, PEM) in
+    /// no `kube-root-ca.crt`), and `authentication` in
     /// `kube-system/extension-apiserver-authentication` (none: no such ConfigMap).
     #[must_use]
-    pub fn new(root_ca: Option<String>, client_ca: Option<String>) -> Arc<NamespaceController> {
+    pub fn new(
+        root_ca: Option<String>,
+        authentication: Option<AuthenticationInfo>,
+    ) -> Arc<NamespaceController> {
         Arc::new(NamespaceController {
             root_ca,
-            client_ca,
+            authentication,
             ..NamespaceController::default()
         })
     }
@@ -370,7 +433,7 @@ impl NamespaceController {
         fresh: &Freshness,
         revision: Revision,
     ) -> Result<(), watchkeeper_api::ApiError> {
-        let Some(client_ca) = &self.client_ca else {
+        let Some(info) = &self.authentication else {
             return Ok(());
         };
         let Some(config_maps) = served.iter().find(|r| is_config_maps(&r.def)) else {
@@ -379,8 +442,7 @@ impl NamespaceController {
         fresh.wait(config_maps.cache(), revision).await?;
         let key = watchkeeper_core::object_key(AUTHENTICATION_NAMESPACE, AUTHENTICATION_CONFIG_MAP);
         let existing = config_maps.cache().get(&key).0;
-        let Some(write) = authentication_write(existing.as_ref().map(|o| o.body()), client_ca)
-        else {
+        let Some(write) = authentication_write(existing.as_ref().map(|o| o.body()), info) else {
             return Ok(());
         };
         Self::keep(
@@ -742,6 +804,88 @@ impl Observer for NamespaceController {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// With request-header authentication the front proxy's CA and lists join what another
+    /// server published, in kube's JSON; without it they are kept as they are.
+    #[test]
+    fn request_header_settings_are_published_joined_with_what_was_there() {
+        let ca = |name: &str| {
+            let params = rcgen::CertificateParams::new(vec![name.to_owned()]).unwrap();
+            params
+                .self_signed(&rcgen::KeyPair::generate().unwrap())
+                .unwrap()
+                .pem()
+        };
+        let (theirs, ours, client) = (ca("theirs"), ca("ours"), ca("client"));
+        let existing = json!({"data": {
+            "requestheader-client-ca-file": theirs,
+            "requestheader-username-headers": "[\"X-Other-User\"]",
+            "requestheader-allowed-names": "[\"front-proxy-client\"]",
+            "stray": "x"}});
+        let config = crate::config::tls::RequestHeaderConfig {
+            client_ca_file: "/unused".into(),
+            allowed_names: vec!["front-proxy-client".to_owned()],
+            username_headers: vec!["X-Remote-User".to_owned()],
+            uid_headers: vec![],
+            group_headers: vec!["X-Remote-Group".to_owned()],
+            extra_headers_prefix: vec!["X-Remote-Extra-".to_owned()],
+        };
+        let info = AuthenticationInfo {
+            client_ca: Some(client.clone()),
+            request_header: Some((ours.clone(), config)),
+        };
+        let Some(Collect::Patch(patch)) = authentication_write(Some(&existing), &info) else {
+            panic!("a patch")
+        };
+        let data = &patch["data"];
+        assert_eq!(data["stray"], Value::Null, "dropped");
+        assert_eq!(
+            data["requestheader-username-headers"],
+            "[\"X-Other-User\",\"X-Remote-User\"]"
+        );
+        assert_eq!(data["requestheader-uid-headers"], "[]");
+        assert_eq!(data["requestheader-group-headers"], "[\"X-Remote-Group\"]");
+        assert_eq!(
+            data["requestheader-extra-headers-prefix"],
+            "[\"X-Remote-Extra-\"]"
+        );
+        assert_eq!(
+            data["requestheader-allowed-names"],
+            "[\"front-proxy-client\"]"
+        );
+        let bundle = data["requestheader-client-ca-file"].as_str().unwrap();
+        assert_eq!(certificate_blocks(bundle).unwrap().len(), 2);
+        assert!(bundle.starts_with(theirs.replace("\r\n", "\n").trim_end()));
+        assert_eq!(
+            certificate_blocks(data[CLIENT_CA_KEY].as_str().unwrap()).unwrap(),
+            certificate_blocks(&client).unwrap()
+        );
+        // Written as it should be: nothing more to write.
+        let mut written = existing.clone();
+        let written_data = written["data"].as_object_mut().unwrap();
+        for (key, value) in patch["data"].as_object().unwrap() {
+            if value.is_null() {
+                written_data.remove(key);
+            } else {
+                written_data.insert(key.clone(), value.clone());
+            }
+        }
+        assert!(authentication_write(Some(&written), &info).is_none());
+        // Without request-header authentication here, another server's keys are kept.
+        let client_only = AuthenticationInfo {
+            client_ca: Some(client),
+            request_header: None,
+        };
+        let Some(Collect::Patch(patch)) = authentication_write(Some(&existing), &client_only)
+        else {
+            panic!("a patch")
+        };
+        assert_eq!(
+            patch["data"]["requestheader-username-headers"],
+            existing["data"]["requestheader-username-headers"]
+        );
+        assert_eq!(patch["data"]["stray"], Value::Null);
+    }
 
     fn owned_by(manager: &str, ca: &str) -> Value {
         json!({"metadata": {"annotations": {DESCRIPTION_ANNOTATION: "d"},

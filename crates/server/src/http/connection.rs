@@ -219,18 +219,36 @@ pub fn pem_bundle<'a>(certs: impl IntoIterator<Item = &'a [u8]>) -> String {
         .collect()
 }
 
-/// The certificates of `--client-ca-file` as a PEM bundle (one block after another), `None`
-/// without it: what kube-apiserver publishes as `client-ca-file` in
-/// `kube-system/extension-apiserver-authentication`.
+/// What kube-apiserver publishes in `kube-system/extension-apiserver-authentication`: the
+/// certificates of `--client-ca-file` and of `--requestheader-client-ca-file` (each a PEM
+/// bundle, one block after another) with the request-header flags; `None` without either.
 ///
 /// # Errors
-/// The file cannot be read or holds no certificate.
-pub fn client_ca_bundle(tls: &TlsConfig) -> Result<Option<String>, TlsSetupError> {
-    let Some(path) = &tls.client_ca_file else {
-        return Ok(None);
+/// A file cannot be read or holds no certificate.
+pub fn authentication_info(
+    tls: &TlsConfig,
+) -> Result<Option<crate::config::tls::AuthenticationInfo>, TlsSetupError> {
+    let bundle = |flag: &'static str, path: &Path| -> Result<String, TlsSetupError> {
+        let certs = read_pem_certs(flag, path)?;
+        Ok(pem_bundle(certs.iter().map(AsRef::as_ref)))
     };
-    let certs = read_pem_certs("--client-ca-file", path)?;
-    Ok(Some(pem_bundle(certs.iter().map(AsRef::as_ref))))
+    let client_ca = match &tls.client_ca_file {
+        Some(path) => Some(bundle("--client-ca-file", path)?),
+        None => None,
+    };
+    let request_header = match &tls.requestheader {
+        Some(config) => Some((
+            bundle("--requestheader-client-ca-file", &config.client_ca_file)?,
+            config.clone(),
+        )),
+        None => None,
+    };
+    Ok((client_ca.is_some() || request_header.is_some()).then_some(
+        crate::config::tls::AuthenticationInfo {
+            client_ca,
+            request_header,
+        },
+    ))
 }
 
 /// Builds the rustls configuration (ring provider, TLS 1.2 and 1.3, ALPN h2 then http/1.1),
