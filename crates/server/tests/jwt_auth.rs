@@ -19,7 +19,6 @@ use watchkeeper::config::{ServeArgs, ServeConfig};
 use common::request_with_headers;
 
 const RBAC: &str = "rbac.authorization.k8s.io/v1";
-const REVIEWS: &str = "/apis/authentication.k8s.io/v1/selfsubjectreviews";
 
 /// A signing key and its public JWK.
 struct SigningKey {
@@ -178,16 +177,7 @@ fn tokens_file(dir: &Path) -> std::path::PathBuf {
 
 /// `POST selfsubjectreviews` with `token`: the status and the body.
 async fn whoami(server: &watchkeeper::Server, token: &str) -> (u16, Value) {
-    let auth = format!("Bearer {token}");
-    let (status, body) = request_with_headers(
-        server.addr,
-        "POST",
-        REVIEWS,
-        &[("Authorization", &auth)],
-        r#"{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}"#,
-    )
-    .await;
-    (status, serde_json::from_str(&body).unwrap_or(Value::Null))
+    common::whoami(server.addr, token).await
 }
 
 /// A refused token: kube's 401 `Status`, saying nothing about why.

@@ -15,7 +15,6 @@ use watchkeeper::config::{ServeArgs, ServeConfig};
 use common::hooks::{Answer, Hooks};
 use common::request_with_headers;
 
-const REVIEWS: &str = "/apis/authentication.k8s.io/v1/selfsubjectreviews";
 const TOKEN_REVIEWS: &str = "/apis/authentication.k8s.io/v1/tokenreviews";
 const PATH: &str = "/authenticate";
 
@@ -69,16 +68,7 @@ fn args(dir: &Path, hooks: &Hooks) -> ServeArgs {
 
 /// `POST selfsubjectreviews` with `token`: the status and the body.
 async fn whoami(server: &watchkeeper::Server, token: &str) -> (u16, Value) {
-    let auth = format!("Bearer {token}");
-    let (status, body) = request_with_headers(
-        server.addr,
-        "POST",
-        REVIEWS,
-        &[("Authorization", &auth)],
-        r#"{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}"#,
-    )
-    .await;
-    (status, serde_json::from_str(&body).unwrap_or(Value::Null))
+    common::whoami(server.addr, token).await
 }
 
 /// `method path` with `token`'s bearer: the status and the body.

@@ -839,9 +839,11 @@ mod tests {
                     release.notified().await;
                     let body = r#"{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview","status":{"allowed":true}}"#;
                     let answer = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
                         body.len()
                     );
+                    // One answer per connection, said so: the client never reuses a
+                    // connection this server is closing (which it would retry as a reset).
                     let _ = stream.write_all(answer.as_bytes()).await;
                 });
             }

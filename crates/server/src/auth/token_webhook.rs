@@ -188,13 +188,21 @@ impl TokenWebhook {
         if let Some(answer) = self.kept(&key) {
             return answer;
         }
-        let cell = self
-            .in_flight
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry(key.clone())
-            .or_default()
-            .clone();
+        let flight = Flight {
+            webhook: self,
+            key: &key,
+            cell: Some(
+                self.in_flight
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .entry(key.clone())
+                    .or_default()
+                    .clone(),
+            ),
+        };
+        let Some(cell) = flight.cell.as_ref() else {
+            unreachable!("a flight holds its cell until dropped")
+        };
         let answer = cell
             .get_or_init(|| async {
                 // Another request may have kept it between the look and the cell.
@@ -216,16 +224,19 @@ impl TokenWebhook {
             })
             .await
             .clone();
+        // Answered: the next asker of this key starts afresh (a kept answer, or a new call).
         let mut in_flight = self
             .in_flight
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         if in_flight
             .get(&key)
-            .is_some_and(|current| Arc::ptr_eq(current, &cell))
+            .is_some_and(|current| Arc::ptr_eq(current, cell))
         {
             in_flight.remove(&key);
         }
+        drop(in_flight);
+        drop(flight);
         answer
     }
 
@@ -290,6 +301,40 @@ impl TokenWebhook {
             audiences,
             &self.api_audiences,
         )
+    }
+}
+
+/// One asker of a key in flight: when the last asker of a call leaves before it is answered
+/// (their requests gone), the key is taken out, so abandoned calls leave nothing behind.
+struct Flight<'a> {
+    webhook: &'a TokenWebhook,
+    key: &'a str,
+    cell: Option<Arc<OnceCell<Answer>>>,
+}
+
+impl Drop for Flight<'_> {
+    fn drop(&mut self) {
+        let Some(ours) = self.cell.take() else {
+            return;
+        };
+        // Every clone and drop of a cell's handles but the map's happens under this lock, so
+        // the count read here is exact.
+        let mut in_flight = self
+            .webhook
+            .in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let current = in_flight
+            .get(self.key)
+            .is_some_and(|cell| Arc::ptr_eq(cell, &ours));
+        drop(ours);
+        if current
+            && in_flight
+                .get(self.key)
+                .is_some_and(|cell| Arc::strong_count(cell) == 1)
+        {
+            in_flight.remove(self.key);
+        }
     }
 }
 
@@ -366,6 +411,67 @@ fn interpret(status: &Value, audiences: &[String], implicit: &[String]) -> (Answ
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Requests that give up on a call (their clients gone) leave no key in flight behind.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn abandoned_calls_leave_nothing_in_flight() {
+        use tokio::io::AsyncReadExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let arrived = Arc::new(tokio::sync::Notify::new());
+        let signal = arrived.clone();
+        // A webhook that reads a review and never answers.
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let mut buffer = [0u8; 4096];
+                let _ = stream.read(&mut buffer).await;
+                signal.notify_one();
+                held.push(stream);
+            }
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("webhook.kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters: [{{name: w, cluster: {{server: \"http://127.0.0.1:{port}/authenticate\"}}}}]\nusers: [{{name: u, user: {{}}}}]\ncontexts: [{{name: w, context: {{cluster: w, user: u}}}}]\ncurrent-context: w\n"
+            ),
+        )
+        .unwrap();
+        let config = TokenWebhookConfig {
+            config_file: kubeconfig,
+            version: "v1",
+            cache_ttl: Duration::from_secs(120),
+            cache_entries: 16,
+            calls_max: 4,
+        };
+        let webhook = Arc::new(
+            TokenWebhook::start(&config, Vec::new(), 1 << 20)
+                .await
+                .unwrap(),
+        );
+        let in_flight = |webhook: &TokenWebhook| {
+            webhook
+                .in_flight
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .len()
+        };
+        let ask = |webhook: &Arc<TokenWebhook>| {
+            let webhook = webhook.clone();
+            tokio::spawn(async move { webhook.review("t", &[]).await })
+        };
+        let (first, second) = (ask(&webhook), ask(&webhook));
+        arrived.notified().await;
+        assert_eq!(in_flight(&webhook), 1, "one call for both");
+        // (A waiter whose leader left takes the call over: it may make its own.)
+        for task in [first, second] {
+            task.abort();
+            assert!(task.await.unwrap_err().is_cancelled());
+        }
+        assert_eq!(in_flight(&webhook), 0, "the abandoned call left its key");
+    }
 
     #[test]
     fn an_answer_is_read_as_kube_reads_it() {

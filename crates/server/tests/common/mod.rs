@@ -506,3 +506,17 @@ pub async fn kubectl_whoami(
     );
     serde_json::from_str(&stdout).unwrap()
 }
+
+/// `POST selfsubjectreviews` as the bearer of `token`: the status and the review (or Status).
+pub async fn whoami(addr: SocketAddr, token: &str) -> (u16, Value) {
+    let auth = format!("Bearer {token}");
+    let (status, body) = request_with_headers(
+        addr,
+        "POST",
+        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        &[("Authorization", &auth)],
+        r#"{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}"#,
+    )
+    .await;
+    (status, serde_json::from_str(&body).unwrap_or(Value::Null))
+}
