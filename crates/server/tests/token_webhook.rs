@@ -329,11 +329,13 @@ fn bad_token_webhook_flags_refuse_to_start_with_kubes_words() {
     );
 }
 
-/// Caching-proxy mode delegating authentication to its upstream: the proxy's clients present
-/// the upstream's own tokens, which the proxy sends to the upstream's `tokenreviews` (a
-/// watchkeeper with a token file here, as a cluster's API server would be).
+/// Caching-proxy mode delegating authentication and authorization to its upstream: the
+/// proxy's clients present the upstream's own tokens, which the proxy sends to the
+/// upstream's `tokenreviews`, and what they may do is the upstream's `subjectaccessreviews`'
+/// answer (a watchkeeper with a token file and RBAC here, as a cluster's API server would
+/// be).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_caching_proxy_accepts_its_upstream_s_tokens_through_the_upstream_s_token_reviews() {
+async fn a_caching_proxy_delegates_authentication_and_authorization_to_its_upstream() {
     let dir = tempfile::tempdir().unwrap();
     let tokens = dir.path().join("upstream-tokens.csv");
     std::fs::write(
@@ -343,9 +345,24 @@ async fn a_caching_proxy_accepts_its_upstream_s_tokens_through_the_upstream_s_to
     .unwrap();
     let upstream = common::server_with(ServeArgs {
         token_auth_file: Some(tokens),
+        authorization_mode: Some(vec!["RBAC".to_owned()]),
         ..ServeArgs::default()
     })
     .await;
+    // The upstream lets `readers` read (its RBAC decides the proxy's reviews too).
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "readers-view"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "readers"}]});
+    let (status, body) = call(
+        &upstream,
+        "proxy-token",
+        "POST",
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        &binding,
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
     let write_kubeconfig = |name: &str, server: String| {
         let path = dir.path().join(name);
         std::fs::write(
@@ -370,6 +387,13 @@ async fn a_caching_proxy_accepts_its_upstream_s_tokens_through_the_upstream_s_to
             format!("{upstream_url}{TOKEN_REVIEWS}"),
         )),
         authentication_token_webhook_version: Some("v1".to_owned()),
+        // And authorization delegated too: the upstream's SubjectAccessReviews decide.
+        authorization_mode: Some(vec!["Webhook".to_owned()]),
+        authorization_webhook_config_file: Some(write_kubeconfig(
+            "authz.kubeconfig",
+            format!("{upstream_url}/apis/authorization.k8s.io/v1/subjectaccessreviews"),
+        )),
+        authorization_webhook_version: Some("v1".to_owned()),
         ..ServeArgs::default()
     })
     .unwrap();
@@ -396,6 +420,23 @@ async fn a_caching_proxy_accepts_its_upstream_s_tokens_through_the_upstream_s_to
     )
     .await;
     assert_eq!(status, 200);
+    // Reading, not writing: the upstream's RBAC said so through its reviews.
+    let created = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}});
+    let (status, body) = call(
+        &proxy,
+        "alice-token",
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        &created,
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body["message"].as_str().unwrap_or_default().starts_with(
+            "configmaps is forbidden: User \"alice\" cannot create resource \"configmaps\""
+        ),
+        "{body}"
+    );
     // A token the upstream does not know, and none at all: 401 from the proxy.
     assert_eq!(whoami(&proxy, "mallory").await.0, 401);
     let (status, _) = common::get_json(proxy.addr, "/api/v1/namespaces/default/configmaps").await;
