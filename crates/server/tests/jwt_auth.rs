@@ -700,3 +700,46 @@ async fn cel_expressions_map_and_validate() {
     bad_groups["groups"] = json!(7);
     assert_unauthorized(&server, &sign(&key, None, &bad_groups), "groups not a list").await;
 }
+
+/// With a token webhook beside the issuers, an issuer's token is the JWT authenticator's to
+/// accept or refuse (a refused one is a 401, never sent on); any other token goes to the
+/// webhook, as kube's union asks it last.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_issuer_s_tokens_are_never_sent_to_the_token_webhook() {
+    use futures_util::FutureExt;
+    let dir = tempfile::tempdir().unwrap();
+    let key = rsa_key("k");
+    let issuer = TestIssuer::start(&[&key]).await;
+    let hooks = common::hooks::Hooks::start(std::sync::Arc::new(|_path: String, review: Value| {
+        async move {
+            let version = review["apiVersion"].clone();
+            (
+                200,
+                json!({"apiVersion": version, "kind": "TokenReview",
+                    "status": {"authenticated": true, "user": {"username": "from-webhook"}}}),
+            )
+        }
+        .boxed()
+    }))
+    .await;
+    let kubeconfig = hooks.kubeconfig(dir.path(), "/authenticate");
+    let server = common::server_with(ServeArgs {
+        authentication_config: Some(config_file(dir.path(), &issuer)),
+        authentication_token_webhook_config_file: Some(kubeconfig),
+        ..args(dir.path())
+    })
+    .await;
+    // The issuer's valid token, and one it refuses (expired): neither is sent on.
+    let (status, body) = whoami(&server, &sign(&key, None, &issuer.claims("alice"))).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["status"]["userInfo"]["username"], "oidc:alice");
+    let mut expired = issuer.claims("alice");
+    expired["exp"] = json!(now() - 3600);
+    assert_unauthorized(&server, &sign(&key, None, &expired), "expired").await;
+    assert!(hooks.at("/authenticate").is_empty());
+    // Anything else is the webhook's.
+    let (status, body) = whoami(&server, "opaque-token").await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["status"]["userInfo"]["username"], "from-webhook");
+    assert_eq!(hooks.at("/authenticate").len(), 1);
+}

@@ -40,18 +40,9 @@ fn answer() -> Answer {
     })
 }
 
-/// A kubeconfig naming `hooks` at [`PATH`], its CA, a bearer token of the webhook's own.
+/// A kubeconfig naming `hooks` at [`PATH`].
 fn kubeconfig(dir: &Path, hooks: &Hooks) -> PathBuf {
-    let path = dir.join("webhook.kubeconfig");
-    std::fs::write(
-        &path,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: hook\n  cluster:\n    server: https://127.0.0.1:{}{PATH}\n    certificate-authority-data: {}\nusers:\n- name: apiserver\n  user: {{token: webhook-credential}}\ncontexts:\n- name: hook\n  context: {{cluster: hook, user: apiserver}}\ncurrent-context: hook\n",
-            hooks.port, hooks.ca_bundle
-        ),
-    )
-    .unwrap();
-    path
+    hooks.kubeconfig(dir, PATH)
 }
 
 fn args(dir: &Path, hooks: &Hooks) -> ServeArgs {

@@ -732,6 +732,13 @@ impl Jwt {
         }
     }
 
+    /// Whether `token` claims (unverified) one of the configured issuers: then it is this
+    /// authenticator's to accept or refuse, never the next one's.
+    #[must_use]
+    pub fn owns(&self, token: &str) -> bool {
+        self.issuer_of(token).is_some()
+    }
+
     /// The user of `token`: `None` when it is no issuer's (the next authenticator's), else
     /// the user or why it is refused.
     pub fn authenticate(&self, token: &str) -> Option<Result<User, String>> {

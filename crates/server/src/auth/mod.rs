@@ -638,10 +638,7 @@ impl Auth {
         self.service_accounts
             .as_ref()
             .is_some_and(|tokens| tokens.is_issued_here(token))
-            || self
-                .jwt
-                .as_ref()
-                .is_some_and(|jwt| jwt.authenticate(token).is_some())
+            || self.jwt.as_ref().is_some_and(|jwt| jwt.owns(token))
             || self.file_user(token).is_some()
     }
 

@@ -46,6 +46,21 @@ impl Hooks {
         }
     }
 
+    /// A kubeconfig naming this server at `path` (its CA; a bearer token of its own), written
+    /// in `dir`: how kube's webhooks configured by file (token, authorization) reach it.
+    pub fn kubeconfig(&self, dir: &std::path::Path, path: &str) -> std::path::PathBuf {
+        let file = dir.join("webhook.kubeconfig");
+        std::fs::write(
+            &file,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: hook\n  cluster:\n    server: https://127.0.0.1:{}{path}\n    certificate-authority-data: {}\nusers:\n- name: apiserver\n  user: {{token: webhook-credential}}\ncontexts:\n- name: hook\n  context: {{cluster: hook, user: apiserver}}\ncurrent-context: hook\n",
+                self.port, self.ca_bundle
+            ),
+        )
+        .unwrap();
+        file
+    }
+
     /// The reviews received at `path`.
     pub fn at(&self, path: &str) -> Vec<Value> {
         self.received
