@@ -3,7 +3,13 @@
 //! [`Instant`]. (The simulator drives the same core single-threaded on a virtual clock.)
 //!
 //! The dispatcher runs on its own OS thread rather than as a tokio task: under saturation a
-//! task competes with connection tasks and falls behind. The catch-up worker's thread starts
+//! task competes with connection tasks and falls behind. A small fan-out does not need the
+//! thread: while the cache has at most [`DriverWaits::inline_watchers_max`] watchers and
+//! nothing is queued for the thread, the sender dispatches a revision itself, under the lock
+//! the thread holds whenever it is not waiting for input — one thread wake-up less between a
+//! write and its watchers (a healthy watcher's median delivery in-process 63 → 12 µs,
+//! BENCHMARKS.md invocation BO). The dispatcher is the same state machine either way; the
+//! lock only decides whose thread steps it. The catch-up worker's thread starts
 //! with the first work handed to it (a watcher that stalls, a drain, a watch whose initial
 //! state the worker serves): most resources never have an unsynced watcher, and a server with
 //! many resources (CRDs) would otherwise keep an idle thread for each. Every piece of work
@@ -23,11 +29,17 @@
 //!   `dispatcher_idle` while the cache has watchers, at its next input without). The
 //!   dispatcher applies a mark only after every input
 //!   sent before it was raised (the mark's protocol), so progress never overtakes a revision.
+//! - **One order.** A revision is handled on the sender's thread only when the count of inputs
+//!   sent through the channel and not yet handled is zero, read under the dispatcher's lock
+//!   (the thread lowers it only after handling an input, under that lock): nothing in the
+//!   channel is overtaken. The sender never waits for the lock (it takes the channel when the
+//!   lock is held), nor dispatches while a legacy revision is blocked; an inline step that
+//!   blocks one, or makes a timer earlier than the thread's own wake-up, wakes the thread.
 //! - **Wake-ups coalesce** and never wait: the dispatcher's mailbox and the mark wake it with a
 //!   flag and a non-blocking send; when the channel is full the inputs in it wake it anyway,
 //!   and every input handled drains the mailbox.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::thread::{JoinHandle, Thread};
 use std::time::Duration;
@@ -45,6 +57,11 @@ use watchkeeper_core::{
 /// cache will hold anyway). Not a tunable: it only decides when the reflector feels the
 /// dispatcher's pace, never what a client sees.
 pub const INPUT_CAPACITY: usize = 1_000;
+
+/// [`DriverWaits::inline_watchers_max`]'s default: a step that pushes to at most this many
+/// watchers takes ~0.1 ms, short enough to run on the reflector's runtime worker; larger
+/// fan-outs keep the dispatcher's own thread (BENCHMARKS.md, invocation BO).
+pub const INLINE_WATCHERS_MAX: usize = 256;
 
 /// Converts the wall clock into the core's [`Instant`].
 #[derive(Clone, Copy, Debug)]
@@ -80,8 +97,9 @@ impl Default for Clock {
     }
 }
 
-/// How long the threads sleep when nothing wakes them (`--driver-*-ms`): bounds on how late
-/// a timer-driven step (a deadline, a bookmark, a catch-up pass) can run after its time.
+/// The driver's tunables (`--driver-*`): how long the threads sleep when nothing wakes them —
+/// bounds on how late a timer-driven step (a deadline, a bookmark, a catch-up pass) can run
+/// after its time — and when a revision is dispatched on the sender's thread.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DriverWaits {
     /// The dispatcher's longest wait for input while its cache has timers (watchers' bookmarks
@@ -94,6 +112,11 @@ pub struct DriverWaits {
     /// The catch-up worker's longest park while it owns unsynced watchers or has work due
     /// [default: 100 ms]; an idle worker parks until it is handed work.
     pub worker_idle: Duration,
+    /// A revision is dispatched on the thread that sends it (the reflector's task), without
+    /// waking the dispatcher thread, while the cache has at most this many synced and waiting
+    /// watchers and nothing is queued for the thread [default: 256, watchers; 0: always on the
+    /// dispatcher thread]. See [`InputSender::send`].
+    pub inline_watchers_max: usize,
 }
 
 impl Default for DriverWaits {
@@ -102,6 +125,7 @@ impl Default for DriverWaits {
             dispatcher_idle: Duration::from_secs(1),
             blocked_poll: Duration::from_millis(1),
             worker_idle: Duration::from_millis(100),
+            inline_watchers_max: INLINE_WATCHERS_MAX,
         }
     }
 }
@@ -142,11 +166,73 @@ impl std::fmt::Display for Stopped {
 
 impl std::error::Error for Stopped {}
 
+/// The dispatcher's input channel with a count of the inputs sent through it and not yet
+/// handled (taken or not): the inline path ([`InputSender::send`]) may handle a revision on the
+/// sender's thread only while that count is zero, so nothing overtakes what is in the channel.
+#[derive(Clone, Debug)]
+struct Channel {
+    sender: Sender<Input>,
+    /// Inputs sent and not yet handled by the dispatcher thread.
+    queued: Arc<AtomicUsize>,
+}
+
+/// Takes back a send's count unless the send went through (a failed or abandoned send).
+struct Counted<'a> {
+    queued: &'a AtomicUsize,
+    sent: bool,
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        if !self.sent {
+            self.queued.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Channel {
+    fn count(&self) -> Counted<'_> {
+        self.queued.fetch_add(1, Ordering::SeqCst);
+        Counted {
+            queued: &self.queued,
+            sent: false,
+        }
+    }
+
+    fn send(&self, input: Input) -> Result<(), Stopped> {
+        let mut counted = self.count();
+        self.sender.send(input).map_err(|_| Stopped)?;
+        counted.sent = true;
+        Ok(())
+    }
+
+    async fn send_async(&self, input: Input) -> Result<(), Stopped> {
+        let mut counted = self.count();
+        self.sender.send_async(input).await.map_err(|_| Stopped)?;
+        counted.sent = true;
+        Ok(())
+    }
+
+    fn try_send(&self, input: Input) -> bool {
+        let mut counted = self.count();
+        counted.sent = self.sender.try_send(input).is_ok();
+        counted.sent
+    }
+
+    fn is_disconnected(&self) -> bool {
+        self.sender.is_disconnected()
+    }
+
+    fn len(&self) -> usize {
+        self.sender.len()
+    }
+}
+
 /// Wakes the dispatcher thread without ever waiting: one pending wake-up at a time.
 #[derive(Debug)]
 struct Waker {
     pending: AtomicBool,
-    input: Sender<Input>,
+    input: Channel,
 }
 
 impl Waker {
@@ -157,12 +243,91 @@ impl Waker {
     /// set with nothing on its way, and the next registration waited for an unrelated input —
     /// hidden while every write woke every dispatcher with progress.)
     fn wake(&self) {
-        if !self.pending.swap(true, Ordering::SeqCst) && self.input.try_send(Input::Wake).is_err() {
+        if !self.pending.swap(true, Ordering::SeqCst) && !self.input.try_send(Input::Wake) {
             // Full: the inputs queued wake the dispatcher, and each one drains the mailbox
             // and looks at the mark; a later wake-up must send again. Disconnected: nobody to
             // wake.
             self.pending.store(false, Ordering::SeqCst);
         }
+    }
+}
+
+/// The dispatcher and what its thread and the inline path share, under one lock: the thread
+/// holds it except while it waits for input; a sender takes it only if it is free.
+struct State {
+    dispatcher: Dispatcher,
+    /// When the waiting thread looks at the dispatcher's timers next on its own (`None`: not
+    /// before its next input). An inline step that makes an earlier timer wakes the thread.
+    wakes_at: Option<Instant>,
+}
+
+/// The shared dispatcher of a [`CacheDriver`] (see [`InputSender::send`]'s inline path).
+#[derive(Clone)]
+struct Shared {
+    state: Arc<Mutex<State>>,
+    waker: Arc<Waker>,
+    clock: Clock,
+    /// The inline path is taken while the cache has at most this many watchers (synced and
+    /// waiting; see [`DriverWaits::inline_watchers_max`]).
+    inline_max: usize,
+    /// Revisions dispatched on their sender's thread (tests).
+    #[cfg(test)]
+    inline_steps: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared").finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Handles a revision on the caller's thread if nothing is ahead of it: no input in the
+    /// channel or being handled, the dispatcher's lock free, no legacy revision blocked, and
+    /// few enough watchers that the step is short. Otherwise hands the revision back for the
+    /// channel.
+    fn try_inline(&self, input: Input) -> Result<(), Input> {
+        if !matches!(input, Input::Revision(..)) || self.waker.input.queued.load(Ordering::SeqCst) != 0
+        {
+            return Err(input);
+        }
+        let mut state = match self.state.try_lock() {
+            Ok(state) => state,
+            Err(_) => return Err(input),
+        };
+        let dispatcher = &mut state.dispatcher;
+        if self.waker.input.queued.load(Ordering::SeqCst) != 0
+            || dispatcher.is_blocked()
+            || dispatcher.synced_len() + dispatcher.waiting_len() > self.inline_max
+        {
+            return Err(input);
+        }
+        let now = self.clock.now();
+        // The step's wake-ups of watch responses go out together at its end, as on the thread.
+        wake_relay::batched(|| {
+            let _ = handle_input(dispatcher, now, input);
+            if dispatcher.poll_timeout().is_some_and(|at| at <= now) {
+                dispatcher.handle_timeout(now);
+            }
+            if dispatcher.has_messages() {
+                dispatcher.handle_messages(now);
+            }
+        });
+        dispatcher.publish_progress_demand();
+        let timer = dispatcher.poll_timeout();
+        let wake = dispatcher.is_blocked()
+            || timer.is_some_and(|at| state.wakes_at.is_none_or(|wakes| at < wakes));
+        drop(state);
+        if wake {
+            self.waker.wake();
+        }
+        #[cfg(test)]
+        self.inline_steps.fetch_add(1, Ordering::SeqCst);
+        Ok(())
     }
 }
 
@@ -175,7 +340,9 @@ impl Waker {
 /// each event is converted (and later encoded) once per version, not once per watcher.
 #[derive(Clone, Debug)]
 pub struct InputSender {
-    input: Sender<Input>,
+    input: Channel,
+    /// The dispatcher, for revisions handled on the sender's thread.
+    shared: Shared,
     progress: Arc<ProgressMark>,
     views: Vec<ViewInput>,
     /// Relays of other versions converted elsewhere ([`InputSender::with_relay`]).
@@ -284,7 +451,9 @@ impl InputSender {
     }
 
     /// Sends `input`, waiting (blocking the thread) while the channel is full. For threads;
-    /// async code uses [`InputSender::send_async`].
+    /// async code uses [`InputSender::send_async`]. A revision is dispatched on the calling
+    /// thread instead when the cache is small and idle (see the module docs); the call then
+    /// returns once it is dispatched.
     ///
     /// # Errors
     /// The dispatcher stopped.
@@ -302,7 +471,10 @@ impl InputSender {
             (relay.0)(&input);
         }
         match self.route(input) {
-            Some(input) => self.input.send(input).map_err(|_| Stopped),
+            Some(input) => match self.shared.try_inline(input) {
+                Ok(()) => Ok(()),
+                Err(input) => self.input.send(input),
+            },
             None => Ok(()),
         }
     }
@@ -368,7 +540,10 @@ impl InputSender {
             (relay.0)(&input);
         }
         match self.route(input) {
-            Some(input) => self.input.send_async(input).await.map_err(|_| Stopped),
+            Some(input) => match self.shared.try_inline(input) {
+                Ok(()) => Ok(()),
+                Err(input) => self.input.send_async(input).await,
+            },
             None => Ok(()),
         }
     }
@@ -554,7 +729,11 @@ impl CacheDriver {
         on_pass: Option<PassHook>,
     ) -> Result<CacheDriver, DriverError> {
         let (cache, dispatcher, worker) = WatchCache::new(config, 0, Vec::new())?;
-        let (input, receiver) = flume::bounded(INPUT_CAPACITY);
+        let (sender, receiver) = flume::bounded(INPUT_CAPACITY);
+        let input = Channel {
+            sender,
+            queued: Arc::new(AtomicUsize::new(0)),
+        };
         let stop = Arc::new(AtomicBool::new(false));
         let waker = Arc::new(Waker {
             pending: AtomicBool::new(false),
@@ -565,8 +744,20 @@ impl CacheDriver {
         let progress = cache.progress_mark();
         let wake = waker.clone();
         progress.set_notify(Box::new(move || wake.wake()));
+        let shared = Shared {
+            state: Arc::new(Mutex::new(State {
+                dispatcher,
+                wakes_at: None,
+            })),
+            waker,
+            clock,
+            inline_max: waits.inline_watchers_max,
+            #[cfg(test)]
+            inline_steps: Arc::default(),
+        };
         let input = InputSender {
             input,
+            shared: shared.clone(),
             progress: progress.clone(),
             views: Vec::new(),
             relays: Vec::new(),
@@ -603,11 +794,10 @@ impl CacheDriver {
             .spawn(move || {
                 let inputs = Inputs {
                     receiver,
-                    waker,
                     progress,
                     stop: dispatcher_stop,
                 };
-                run_dispatcher(dispatcher, &inputs, clock, waits);
+                run_dispatcher(&shared, &inputs, waits);
             })
             .map_err(|source| DriverError::Thread {
                 thread: "dispatcher",
@@ -626,6 +816,12 @@ impl CacheDriver {
     #[must_use]
     pub fn sender(&self) -> InputSender {
         self.input.clone()
+    }
+
+    /// Revisions dispatched on their sender's thread so far.
+    #[cfg(test)]
+    fn inline_steps(&self) -> u64 {
+        self.input.shared.inline_steps.load(Ordering::SeqCst)
     }
 
     /// Ends every watch of this cache after what it was owed, with a final bookmark at the
@@ -655,30 +851,39 @@ impl Drop for CacheDriver {
 /// The dispatcher thread's side of its inputs.
 struct Inputs {
     receiver: Receiver<Input>,
-    waker: Arc<Waker>,
     progress: Arc<ProgressMark>,
     stop: Arc<AtomicBool>,
 }
 
-fn run_dispatcher(mut dispatcher: Dispatcher, inputs: &Inputs, clock: Clock, waits: DriverWaits) {
+fn run_dispatcher(shared: &Shared, inputs: &Inputs, waits: DriverWaits) {
+    let clock = shared.clock;
+    let queued = &shared.waker.input.queued;
     // A progress mark taken but not applied yet, and how many inputs must still be taken from
     // the channel before it applies: those that were in it when the mark was taken (every
     // revision at or below the mark was sent before it was raised, and the channel is FIFO).
     let mut mark: Revision = 0;
     let mut owed: usize = 0;
+    // An input taken from the channel after an inline step left a legacy revision blocked:
+    // handled once that revision is done (still counted as queued, so nothing overtakes it).
+    let mut held: Option<Input> = None;
+    let mut state = shared.lock();
     loop {
-        if dispatcher.is_blocked() {
+        if state.dispatcher.is_blocked() {
             // Legacy mode waits on consumers: inputs stay in the channel (the reflector feels
             // the back-pressure); poll for room often.
             if inputs.stop.load(Ordering::Acquire) {
                 return;
             }
-            let wait = dispatcher
+            let wait = state
+                .dispatcher
                 .poll_timeout()
                 .map_or(waits.blocked_poll, |at| clock.until(at))
                 .min(waits.blocked_poll);
+            drop(state);
             std::thread::sleep(wait);
+            state = shared.lock();
             let now = clock.now();
+            let dispatcher = &mut state.dispatcher;
             dispatcher.retry_blocked(now);
             if dispatcher.poll_timeout().is_some_and(|at| at <= now) {
                 dispatcher.handle_timeout(now);
@@ -693,19 +898,30 @@ fn run_dispatcher(mut dispatcher: Dispatcher, inputs: &Inputs, clock: Clock, wai
         // its resource version is what it last dispatched or was asked to prove, which is all
         // a read at "any" version may get (kube-apiserver's cacher likewise moves a resource
         // version only on events and progress it asked for).
-        dispatcher.publish_progress_demand();
-        let input = match dispatcher.poll_timeout() {
-            Some(at) => {
-                match inputs
-                    .receiver
-                    .recv_timeout(clock.until(at).min(waits.dispatcher_idle))
-                {
-                    Ok(input) => Ok(Some(input)),
-                    Err(RecvTimeoutError::Timeout) => Ok(None),
-                    Err(RecvTimeoutError::Disconnected) => Err(()),
+        let input = if let Some(input) = held.take() {
+            Ok(Some(input))
+        } else {
+            state.dispatcher.publish_progress_demand();
+            let timer = state.dispatcher.poll_timeout();
+            state.wakes_at = timer;
+            // The lock is free while the thread waits: a sender may handle a revision
+            // itself then (`Shared::try_inline`).
+            drop(state);
+            let input = match timer {
+                Some(at) => {
+                    match inputs
+                        .receiver
+                        .recv_timeout(clock.until(at).min(waits.dispatcher_idle))
+                    {
+                        Ok(input) => Ok(Some(input)),
+                        Err(RecvTimeoutError::Timeout) => Ok(None),
+                        Err(RecvTimeoutError::Disconnected) => Err(()),
+                    }
                 }
-            }
-            None => inputs.receiver.recv().map(Some).map_err(|_| ()),
+                None => inputs.receiver.recv().map(Some).map_err(|_| ()),
+            };
+            state = shared.lock();
+            input
         };
         let Ok(mut input) = input else {
             return;
@@ -716,19 +932,28 @@ fn run_dispatcher(mut dispatcher: Dispatcher, inputs: &Inputs, clock: Clock, wai
         }
         loop {
             if let Some(next) = input.take() {
+                if state.dispatcher.is_blocked() && !matches!(next, Input::Stop) {
+                    // An inline step blocked: this input (a revision, or the wake-up that
+                    // step sent) waits for the blocked revision.
+                    held = Some(next);
+                    break;
+                }
                 owed = owed.saturating_sub(1);
                 if matches!(next, Input::Wake) {
                     // From here on a wake-up sends again; what it announces is drained now.
-                    inputs.waker.pending.store(false, Ordering::SeqCst);
+                    shared.waker.pending.store(false, Ordering::SeqCst);
                 }
                 // One input's wake-ups of watch responses go out together when it is
                 // handled, in bulk through the relay when there are many (`wake_relay`).
                 let now = clock.now();
-                if wake_relay::batched(|| handle_input(&mut dispatcher, now, next)) {
+                let dispatcher = &mut state.dispatcher;
+                let stop = wake_relay::batched(|| handle_input(dispatcher, now, next));
+                queued.fetch_sub(1, Ordering::SeqCst);
+                if stop {
                     return;
                 }
             }
-            if owed == 0 || dispatcher.is_blocked() {
+            if owed == 0 || state.dispatcher.is_blocked() {
                 break;
             }
             match inputs.receiver.try_recv() {
@@ -742,6 +967,7 @@ fn run_dispatcher(mut dispatcher: Dispatcher, inputs: &Inputs, clock: Clock, wai
             }
         }
         let now = clock.now();
+        let dispatcher = &mut state.dispatcher;
         wake_relay::batched(|| {
             if mark > 0 && owed == 0 && !dispatcher.is_blocked() {
                 dispatcher.handle_progress(now, std::mem::take(&mut mark));
@@ -851,10 +1077,13 @@ mod tests {
     /// once there is room, sends again: nothing waits for an unrelated input).
     #[test]
     fn a_wake_that_finds_the_channel_full_sends_again_later() {
-        let (input, receiver) = flume::bounded(1);
+        let (sender, receiver) = flume::bounded(1);
         let waker = Waker {
             pending: AtomicBool::new(false),
-            input,
+            input: Channel {
+                sender,
+                queued: Arc::new(AtomicUsize::new(0)),
+            },
         };
         waker.wake();
         waker.wake();
@@ -864,7 +1093,7 @@ mod tests {
         // channel fills with something else.
         assert!(matches!(receiver.try_recv(), Ok(Input::Wake)));
         waker.pending.store(false, Ordering::SeqCst);
-        waker.input.try_send(Input::Progress(1)).expect("room");
+        assert!(waker.input.try_send(Input::Progress(1)), "room");
         waker.wake();
         assert!(
             !waker.pending.load(Ordering::SeqCst),
@@ -1070,6 +1299,140 @@ mod tests {
                 std::thread::yield_now();
             }
         }
+        driver.shutdown();
+    }
+
+    /// Goal: a small idle cache's revision is dispatched by its sender (no thread hand-off),
+    /// and with `inline_watchers_max` 0 never: `send` returns with the event already in the
+    /// watch's queue. The thread may hold the lock for a moment after a registration, so a
+    /// send can still take the channel; a hundred sends, each after the thread went idle,
+    /// must not all do.
+    #[test]
+    fn a_small_idle_cache_dispatches_on_the_sender_s_thread() {
+        for (inline_max, inline) in [(INLINE_WATCHERS_MAX, true), (0, false)] {
+            let clock = Clock::new();
+            let waits = DriverWaits {
+                inline_watchers_max: inline_max,
+                ..DriverWaits::default()
+            };
+            let mut driver =
+                CacheDriver::start_with("pods", CacheConfig::default(), clock, waits)
+                    .expect("driver");
+            let cache = driver.cache.clone();
+            let watch = cache.watch(WatchRequest::new(WatchStart::Now), clock.now());
+            wait_registered(&cache);
+            let sender = driver.sender();
+            let mut seen = Vec::new();
+            for revision in 1..=100 {
+                sender
+                    .send(Input::Revision(revision, vec![Change::put(pod("p", revision))]))
+                    .expect("sent");
+                if driver.inline_steps() == revision {
+                    assert_eq!(
+                        cache.dispatched(),
+                        revision,
+                        "dispatched before send returned"
+                    );
+                }
+                wait_dispatched(&cache, revision);
+                seen.extend(events(&watch));
+            }
+            assert_eq!(seen, (1..=100).collect::<Vec<_>>(), "every event once, in order");
+            if inline {
+                assert!(driver.inline_steps() > 0, "no revision was dispatched inline");
+            } else {
+                assert_eq!(driver.inline_steps(), 0, "inline with the path off");
+            }
+            driver.shutdown();
+        }
+    }
+
+    /// Goal: revisions dispatched by the sender never overtake inputs queued for the thread.
+    /// The test holds the dispatcher's lock now and then (as the thread does while it works),
+    /// so the writer's next revisions take the channel, and registrations from this thread
+    /// keep waking the dispatcher through it; in between, revisions are dispatched inline.
+    /// Every watch sees each revision from its start once, in order, with no gap.
+    #[test]
+    fn inline_and_queued_revisions_keep_one_order() {
+        let clock = Clock::new();
+        let mut driver = CacheDriver::start("pods", CacheConfig::default(), clock).expect("driver");
+        let cache = driver.cache.clone();
+        let shared = driver.input.shared.clone();
+        let sender = driver.sender();
+        // The thread, idle with nothing to time, waits without the lock: the first revision
+        // is dispatched inline.
+        while shared.state.try_lock().is_err() {
+            std::thread::yield_now();
+        }
+        sender
+            .send(Input::Revision(1, vec![Change::put(pod("p", 1))]))
+            .expect("sent");
+        assert_eq!(driver.inline_steps(), 1, "an idle cache's revision went inline");
+        let total: Revision = 3_000;
+        let go = Arc::new(AtomicBool::new(false));
+        let writer = std::thread::spawn({
+            let go = go.clone();
+            move || {
+                while !go.load(Ordering::SeqCst) {
+                    std::thread::yield_now();
+                }
+                for revision in 2..=total {
+                    sender
+                        .send(Input::Revision(revision, vec![Change::put(pod("p", revision))]))
+                        .expect("sent");
+                    std::thread::yield_now();
+                }
+            }
+        });
+        let probe = driver.sender();
+        let mut watches = Vec::new();
+        let mut holds = 0;
+        // Bounded, not timed: a dispatcher that died leaves the writer waiting for room.
+        let give_up = std::time::Instant::now() + Duration::from_secs(60);
+        while !writer.is_finished() {
+            assert!(std::time::Instant::now() < give_up, "the writer never finished");
+            if holds < 20 {
+                let state = shared.lock();
+                go.store(true, Ordering::SeqCst);
+                while probe.queued() == 0 && !writer.is_finished() {
+                    std::thread::yield_now();
+                }
+                drop(state);
+                holds += 1;
+            }
+            if watches.len() < 100 {
+                let mut request = WatchRequest::new(WatchStart::Now);
+                request.allow_bookmarks = false;
+                watches.push((cache.watch(request, clock.now()), Vec::new()));
+            }
+            for (watch, seen) in &mut watches {
+                seen.extend(events(watch));
+            }
+        }
+        writer.join().expect("writer");
+        while cache.dispatched() < total {
+            assert!(std::time::Instant::now() < give_up, "not all dispatched");
+            std::thread::yield_now();
+        }
+        // A watch that stalled may still be being caught up.
+        let mut checked = 0;
+        for (watch, mut seen) in watches {
+            seen.extend(events(&watch));
+            while !seen.is_empty() && seen.last() != Some(&total) {
+                assert!(std::time::Instant::now() < give_up, "a watch missed the end");
+                std::thread::yield_now();
+                seen.extend(events(&watch));
+            }
+            if let Some(&first) = seen.first() {
+                assert_eq!(seen, (first..=total).collect::<Vec<_>>(), "a gap or a reorder");
+                checked += 1;
+            }
+        }
+        assert!(checked > 0, "no watch saw a revision");
+        assert!(
+            driver.inline_steps() < total,
+            "the held lock sent revisions through the channel"
+        );
         driver.shutdown();
     }
 

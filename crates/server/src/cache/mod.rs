@@ -7,7 +7,8 @@ pub mod registry;
 pub mod wake_relay;
 
 pub use driver::{
-    CacheDriver, Clock, DriverError, DriverWaits, INPUT_CAPACITY, Input, InputSender, PassHook,
+    CacheDriver, Clock, DriverError, DriverWaits, INLINE_WATCHERS_MAX, INPUT_CAPACITY, Input,
+    InputSender, PassHook,
     Relay, Stopped, ViewConvert,
 };
 pub use registry::{Registry, Served};

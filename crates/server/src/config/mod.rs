@@ -669,6 +669,11 @@ pub struct ServeArgs {
     /// milliseconds (an idle worker parks until it is handed work) [default: 100].
     #[arg(long)]
     pub driver_worker_idle_ms: Option<u64>,
+    /// A revision is dispatched on the reflector's own task, without waking the cache's
+    /// dispatcher thread, while the cache has at most this many watchers (and nothing is
+    /// queued for the thread); 0 always wakes the thread; at most 1000000 [default: 256].
+    #[arg(long)]
+    pub driver_inline_watchers_max: Option<usize>,
     /// Period of the cache consistency check (each resource's cache against the store at the
     /// same revision), in milliseconds; 0 disables it; 100 to 86400000 otherwise [default:
     /// 300000].
@@ -883,6 +888,7 @@ impl ServeArgs {
             reflector_backoff_max_ms,
             driver_dispatcher_idle_ms,
             driver_worker_idle_ms,
+            driver_inline_watchers_max,
             consistency_check_interval_ms,
             compaction_interval_ms,
             shutdown_grace_period_ms,
@@ -1175,6 +1181,10 @@ pub mod defaults {
     pub const DRIVER_DISPATCHER_IDLE_MS: u64 = 1000;
     /// `--driver-worker-idle-ms`.
     pub const DRIVER_WORKER_IDLE_MS: u64 = 100;
+    /// `--driver-inline-watchers-max`.
+    pub const DRIVER_INLINE_WATCHERS_MAX: usize = crate::cache::INLINE_WATCHERS_MAX;
+    /// The largest `--driver-inline-watchers-max`.
+    pub const DRIVER_INLINE_WATCHERS_MAX_MAX: usize = 1_000_000;
     /// `--consistency-check-interval-ms` (5 minutes, as kube-apiserver).
     pub const CONSISTENCY_CHECK_INTERVAL_MS: u64 = 300_000;
     /// `--compaction-interval-ms` (5 minutes, as kube-apiserver's --etcd-compaction-interval).
@@ -1781,6 +1791,19 @@ impl ServeConfig {
                 defaults::DRIVER_WORKER_IDLE_MS,
                 "--driver-worker-idle-ms",
             )?,
+            inline_watchers_max: match args.driver_inline_watchers_max {
+                None => defaults::DRIVER_INLINE_WATCHERS_MAX,
+                Some(n) if n <= defaults::DRIVER_INLINE_WATCHERS_MAX_MAX => n,
+                Some(n) => {
+                    return Err(ConfigError::flag(
+                        "--driver-inline-watchers-max",
+                        format!(
+                            "--driver-inline-watchers-max {n}: must be between 0 and {}",
+                            defaults::DRIVER_INLINE_WATCHERS_MAX_MAX
+                        ),
+                    ));
+                }
+            },
             ..crate::cache::DriverWaits::default()
         };
         cache.fresh_wait_max = fresh_wait;
@@ -2235,6 +2258,10 @@ mod tests {
                 millis(config.driver.dispatcher_idle),
             ),
             ("driver-worker-idle-ms", millis(config.driver.worker_idle)),
+            (
+                "driver-inline-watchers-max",
+                config.driver.inline_watchers_max.to_string(),
+            ),
             (
                 "consistency-check-interval-ms",
                 config
