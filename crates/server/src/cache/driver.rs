@@ -291,7 +291,8 @@ impl Shared {
     /// few enough watchers that the step is short. Otherwise hands the revision back for the
     /// channel.
     fn try_inline(&self, input: Input) -> Result<(), Input> {
-        if !matches!(input, Input::Revision(..)) || self.waker.input.queued.load(Ordering::SeqCst) != 0
+        if !matches!(input, Input::Revision(..))
+            || self.waker.input.queued.load(Ordering::SeqCst) != 0
         {
             return Err(input);
         }
@@ -1315,9 +1316,8 @@ mod tests {
                 inline_watchers_max: inline_max,
                 ..DriverWaits::default()
             };
-            let mut driver =
-                CacheDriver::start_with("pods", CacheConfig::default(), clock, waits)
-                    .expect("driver");
+            let mut driver = CacheDriver::start_with("pods", CacheConfig::default(), clock, waits)
+                .expect("driver");
             let cache = driver.cache.clone();
             let watch = cache.watch(WatchRequest::new(WatchStart::Now), clock.now());
             wait_registered(&cache);
@@ -1325,7 +1325,10 @@ mod tests {
             let mut seen = Vec::new();
             for revision in 1..=100 {
                 sender
-                    .send(Input::Revision(revision, vec![Change::put(pod("p", revision))]))
+                    .send(Input::Revision(
+                        revision,
+                        vec![Change::put(pod("p", revision))],
+                    ))
                     .expect("sent");
                 if driver.inline_steps() == revision {
                     assert_eq!(
@@ -1337,9 +1340,16 @@ mod tests {
                 wait_dispatched(&cache, revision);
                 seen.extend(events(&watch));
             }
-            assert_eq!(seen, (1..=100).collect::<Vec<_>>(), "every event once, in order");
+            assert_eq!(
+                seen,
+                (1..=100).collect::<Vec<_>>(),
+                "every event once, in order"
+            );
             if inline {
-                assert!(driver.inline_steps() > 0, "no revision was dispatched inline");
+                assert!(
+                    driver.inline_steps() > 0,
+                    "no revision was dispatched inline"
+                );
             } else {
                 assert_eq!(driver.inline_steps(), 0, "inline with the path off");
             }
@@ -1367,7 +1377,11 @@ mod tests {
         sender
             .send(Input::Revision(1, vec![Change::put(pod("p", 1))]))
             .expect("sent");
-        assert_eq!(driver.inline_steps(), 1, "an idle cache's revision went inline");
+        assert_eq!(
+            driver.inline_steps(),
+            1,
+            "an idle cache's revision went inline"
+        );
         let total: Revision = 3_000;
         let go = Arc::new(AtomicBool::new(false));
         let writer = std::thread::spawn({
@@ -1378,7 +1392,10 @@ mod tests {
                 }
                 for revision in 2..=total {
                     sender
-                        .send(Input::Revision(revision, vec![Change::put(pod("p", revision))]))
+                        .send(Input::Revision(
+                            revision,
+                            vec![Change::put(pod("p", revision))],
+                        ))
                         .expect("sent");
                     std::thread::yield_now();
                 }
@@ -1390,7 +1407,10 @@ mod tests {
         // Bounded, not timed: a dispatcher that died leaves the writer waiting for room.
         let give_up = std::time::Instant::now() + Duration::from_secs(60);
         while !writer.is_finished() {
-            assert!(std::time::Instant::now() < give_up, "the writer never finished");
+            assert!(
+                std::time::Instant::now() < give_up,
+                "the writer never finished"
+            );
             if holds < 20 {
                 let state = shared.lock();
                 go.store(true, Ordering::SeqCst);
@@ -1419,12 +1439,19 @@ mod tests {
         for (watch, mut seen) in watches {
             seen.extend(events(&watch));
             while !seen.is_empty() && seen.last() != Some(&total) {
-                assert!(std::time::Instant::now() < give_up, "a watch missed the end");
+                assert!(
+                    std::time::Instant::now() < give_up,
+                    "a watch missed the end"
+                );
                 std::thread::yield_now();
                 seen.extend(events(&watch));
             }
             if let Some(&first) = seen.first() {
-                assert_eq!(seen, (first..=total).collect::<Vec<_>>(), "a gap or a reorder");
+                assert_eq!(
+                    seen,
+                    (first..=total).collect::<Vec<_>>(),
+                    "a gap or a reorder"
+                );
                 checked += 1;
             }
         }

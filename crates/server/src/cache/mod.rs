@@ -8,8 +8,7 @@ pub mod wake_relay;
 
 pub use driver::{
     CacheDriver, Clock, DriverError, DriverWaits, INLINE_WATCHERS_MAX, INPUT_CAPACITY, Input,
-    InputSender, PassHook,
-    Relay, Stopped, ViewConvert,
+    InputSender, PassHook, Relay, Stopped, ViewConvert,
 };
 pub use registry::{Registry, Served};
 
