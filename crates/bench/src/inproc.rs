@@ -402,28 +402,34 @@ pub fn tax_run(
     }
 }
 
-/// The machine's floor for table 1's path, without the cache: a writer thread hands a
-/// timestamp, at the same due times as [`Rig::write`], through the dispatcher's channel type
-/// (flume) to a thread blocked on it (the dispatcher's place), which queues it under a lock and
-/// wakes a consumer thread parked as table 1's healthy consumer is (the waker unparks it). The
-/// two thread wake-ups are what every latency of table 1 includes; their tail is the
-/// machine's (the hypervisor's scheduling of its virtual CPUs), not watchkeeper's.
+/// The machine's floor for table 1's path, without the cache. With `via_thread`, a writer
+/// thread hands a timestamp, at the same due times as [`Rig::write`], through the
+/// dispatcher's channel type (flume) to a thread blocked on it (the dispatcher's thread),
+/// which queues it under a lock and wakes a consumer thread parked as table 1's healthy
+/// consumer is (the waker unparks it): two thread wake-ups, the path of a revision the
+/// dispatcher's thread handles. Without, the writer queues it and wakes the consumer itself:
+/// one wake-up, the path of a revision dispatched on its sender's thread (a small idle cache,
+/// `--driver-inline-watchers-max`). Their tail is the machine's (the hypervisor's scheduling
+/// of its virtual CPUs), not watchkeeper's.
 #[must_use]
-pub fn handoff_floor_run(rate: f64, secs: f64) -> Latency {
+pub fn handoff_floor_run(rate: f64, secs: f64, via_thread: bool) -> Latency {
     let events = (rate * secs) as usize;
     let (tx, rx) = flume::bounded::<Instant>(1024);
     let queue = std::sync::Mutex::new((std::collections::VecDeque::new(), None::<Waker>));
+    let push = |sent: Instant| {
+        let waker = {
+            let mut q = queue.lock().unwrap_or_else(|e| e.into_inner());
+            q.0.push_back(sent);
+            q.1.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    };
     let latencies = std::thread::scope(|scope| {
         scope.spawn(|| {
             while let Ok(sent) = rx.recv() {
-                let waker = {
-                    let mut q = queue.lock().unwrap_or_else(|e| e.into_inner());
-                    q.0.push_back(sent);
-                    q.1.take()
-                };
-                if let Some(waker) = waker {
-                    waker.wake();
-                }
+                push(sent);
             }
         });
         let consumer = scope.spawn(|| {
@@ -456,7 +462,11 @@ pub fn handoff_floor_run(rate: f64, secs: f64) -> Latency {
             if due > now {
                 std::thread::sleep(due - now);
             }
-            let _ = tx.send(Instant::now());
+            if via_thread {
+                let _ = tx.send(Instant::now());
+            } else {
+                push(Instant::now());
+            }
         }
         drop(tx);
         consumer.join().expect("floor consumer")
@@ -543,7 +553,7 @@ pub(crate) fn tax_table(
 pub fn tax(options: &Options) -> Result<Vec<Table>, String> {
     let (rates, slow, secs) = tax_sizes(options);
     let mut results = Vec::new();
-    let mut floors: BTreeMap<u64, Vec<Latency>> = BTreeMap::new();
+    let mut floors: BTreeMap<u64, Vec<(Latency, Latency)>> = BTreeMap::new();
     for pattern in [Pattern::StalledOnce, Pattern::Reconnecting] {
         for &rate in &rates {
             let mut resume = Vec::new();
@@ -570,12 +580,16 @@ pub fn tax(options: &Options) -> Result<Vec<Table>, String> {
                     }
                 }
                 if pattern == Pattern::StalledOnce {
-                    let floor = handoff_floor_run(rate, secs);
+                    let floor = handoff_floor_run(rate, secs, true);
+                    let inline = handoff_floor_run(rate, secs, false);
                     eprintln!(
-                        "  tax hand-off floor {rate}/s run {run}: p50 {:.0} p99 {:.0} max {:.0} µs",
-                        floor.p50, floor.p99, floor.max
+                        "  tax hand-off floor {rate}/s run {run}: two wake-ups p50 {:.0} p99 {:.0} max {:.0} µs, one p50 {:.0} p99 {:.0} max {:.0} µs",
+                        floor.p50, floor.p99, floor.max, inline.p50, inline.p99, inline.max
                     );
-                    floors.entry(rate.to_bits()).or_default().push(floor);
+                    floors
+                        .entry(rate.to_bits())
+                        .or_default()
+                        .push((floor, inline));
                 }
             }
             results.push((pattern, rate, resume, legacy));
@@ -601,31 +615,38 @@ pub fn tax(options: &Options) -> Result<Vec<Table>, String> {
     ])
 }
 
-/// Table 1d: the machine's floor for table 1's two thread hand-offs beside stall-resume's
-/// healthy latency (see [`handoff_floor_run`]).
+/// Table 1d: the machine's floor for table 1's thread hand-offs (two through the dispatcher's
+/// thread, one for a revision dispatched on its sender's thread) beside stall-resume's healthy
+/// latency (see [`handoff_floor_run`]).
 fn floor_table(
     rates: &[f64],
     secs: f64,
-    floors: &BTreeMap<u64, Vec<Latency>>,
+    floors: &BTreeMap<u64, Vec<(Latency, Latency)>>,
     results: &[(Pattern, f64, Vec<TaxRun>, Vec<TaxRun>)],
 ) -> Table {
     let mut table = Table::new(
         "tax",
         &format!(
-            "1d. The machine's floor for the same two thread hand-offs, without the cache, {secs} s per run, interleaved with table 1's stalled-once runs"
+            "1d. The machine's floor for the same thread hand-offs, without the cache, {secs} s per run, interleaved with table 1's stalled-once runs"
         ),
         &[
             "events/s",
-            "floor p50 µs",
-            "floor p99 µs",
-            "floor max µs",
+            "floor p50 µs, two wake-ups / one",
+            "floor p99 µs, two wake-ups / one",
+            "floor max µs, two wake-ups / one",
             "stall-resume p99 µs, stalled once / reconnecting",
             "stall-resume p99 − floor p99, µs, stalled once / reconnecting",
         ],
     );
     for &rate in rates {
         let runs = floors.get(&rate.to_bits()).map_or(&[][..], Vec::as_slice);
-        let med = |g: &dyn Fn(&Latency) -> f64| median(&runs.iter().map(g).collect::<Vec<_>>());
+        let med = |g: &dyn Fn(&Latency) -> f64| {
+            median(&runs.iter().map(|(two, _)| g(two)).collect::<Vec<_>>())
+        };
+        let med_one = |g: &dyn Fn(&Latency) -> f64| {
+            median(&runs.iter().map(|(_, one)| g(one)).collect::<Vec<_>>())
+        };
+        let both = |g: &dyn Fn(&Latency) -> f64| format!("{} / {}", f(med(g), 0), f(med_one(g), 0));
         let resume_p99 = |pattern: Pattern| {
             results
                 .iter()
@@ -641,9 +662,9 @@ fn floor_table(
         let floor_p99 = med(&|l| l.p99);
         table.row(vec![
             f(rate, 0),
-            f(med(&|l| l.p50), 0),
-            f(floor_p99, 0),
-            f(med(&|l| l.max), 0),
+            both(&|l| l.p50),
+            both(&|l| l.p99),
+            both(&|l| l.max),
             format!("{} / {}", f(once, 0), f(reconnecting, 0)),
             format!(
                 "{} / {}",
@@ -651,11 +672,11 @@ fn floor_table(
                 f(reconnecting - floor_p99, 0)
             ),
         ]);
-        for run in runs {
-            table.raw(json!({"rate": rate, "floor": run}));
+        for (two, one) in runs {
+            table.raw(json!({"rate": rate, "floor": two, "floor_one_wakeup": one}));
         }
     }
-    table.note("Floor: a writer thread sends a timestamp at each due time through a flume channel (the dispatcher's input channel type) to a thread blocked on it, which queues it under a lock and wakes a consumer thread parked like table 1's healthy consumer. No cache, no companions: the latency every table 1 delivery pays for its two thread wake-ups on this machine. Medians over the runs.");
+    table.note("Floor: a writer thread sends a timestamp at each due time through a flume channel (the dispatcher's input channel type) to a thread blocked on it, which queues it under a lock and wakes a consumer thread parked like table 1's healthy consumer. No cache, no companions: the latency every table 1 delivery pays for its two thread wake-ups on this machine. One wake-up: the writer queues the timestamp and wakes the consumer itself, the path of a revision a small idle cache dispatches on its sender's thread (`--driver-inline-watchers-max`; table 1's healthy watcher and its 100 companions are under it, so most of its revisions take that path). The difference column subtracts the two-wake-up floor. Medians over the runs.");
     table
 }
 

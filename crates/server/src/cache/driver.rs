@@ -7,7 +7,7 @@
 //! thread: while the cache has at most [`DriverWaits::inline_watchers_max`] watchers and
 //! nothing is queued for the thread, the sender dispatches a revision itself, under the lock
 //! the thread holds whenever it is not waiting for input — one thread wake-up less between a
-//! write and its watchers (a healthy watcher's median delivery in-process 63 → 12 µs,
+//! write and its watchers (a healthy watcher's median delivery in-process 49-63 → 12-13 µs,
 //! BENCHMARKS.md invocation BO). The dispatcher is the same state machine either way; the
 //! lock only decides whose thread steps it. The catch-up worker's thread starts
 //! with the first work handed to it (a watcher that stalls, a drain, a watch whose initial
