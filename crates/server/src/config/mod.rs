@@ -2632,9 +2632,25 @@ mod tests {
                 },
                 "--reflector-backoff-initial-ms",
             ),
+            (
+                ServeArgs {
+                    driver_inline_watchers_max: Some(1_000_001),
+                    ..ServeArgs::default()
+                },
+                "--driver-inline-watchers-max",
+            ),
         ] {
             let error = ServeConfig::from_args(args).unwrap_err().to_string();
             assert!(error.contains(flag), "{error}");
+        }
+        // 0 (never inline) and the largest are taken.
+        for n in [0, defaults::DRIVER_INLINE_WATCHERS_MAX_MAX] {
+            let config = ServeConfig::from_args(ServeArgs {
+                driver_inline_watchers_max: Some(n),
+                ..ServeArgs::default()
+            })
+            .unwrap();
+            assert_eq!(config.driver.inline_watchers_max, n);
         }
     }
 
