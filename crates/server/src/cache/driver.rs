@@ -282,8 +282,11 @@ impl std::fmt::Debug for Shared {
 }
 
 impl Shared {
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    /// The dispatcher, unless a step panicked while holding it (a bug in the core): the
+    /// thread then stops, as it did when it was the only one stepping the dispatcher, and
+    /// sends fail with [`Stopped`] once its channel closes.
+    fn lock(&self) -> Option<std::sync::MutexGuard<'_, State>> {
+        self.state.lock().ok()
     }
 
     /// Handles a revision on the caller's thread if nothing is ahead of it: no input in the
@@ -867,7 +870,9 @@ fn run_dispatcher(shared: &Shared, inputs: &Inputs, waits: DriverWaits) {
     // An input taken from the channel after an inline step left a legacy revision blocked:
     // handled once that revision is done (still counted as queued, so nothing overtakes it).
     let mut held: Option<Input> = None;
-    let mut state = shared.lock();
+    let Some(mut state) = shared.lock() else {
+        return;
+    };
     loop {
         if state.dispatcher.is_blocked() {
             // Legacy mode waits on consumers: inputs stay in the channel (the reflector feels
@@ -882,7 +887,10 @@ fn run_dispatcher(shared: &Shared, inputs: &Inputs, waits: DriverWaits) {
                 .min(waits.blocked_poll);
             drop(state);
             std::thread::sleep(wait);
-            state = shared.lock();
+            let Some(locked) = shared.lock() else {
+                return;
+            };
+            state = locked;
             let now = clock.now();
             let dispatcher = &mut state.dispatcher;
             dispatcher.retry_blocked(now);
@@ -921,7 +929,10 @@ fn run_dispatcher(shared: &Shared, inputs: &Inputs, waits: DriverWaits) {
                 }
                 None => inputs.receiver.recv().map(Some).map_err(|_| ()),
             };
-            state = shared.lock();
+            let Some(locked) = shared.lock() else {
+                return;
+            };
+            state = locked;
             input
         };
         let Ok(mut input) = input else {
@@ -1412,7 +1423,7 @@ mod tests {
                 "the writer never finished"
             );
             if holds < 20 {
-                let state = shared.lock();
+                let state = shared.lock().expect("not poisoned");
                 go.store(true, Ordering::SeqCst);
                 while probe.queued() == 0 && !writer.is_finished() {
                     std::thread::yield_now();
@@ -1460,6 +1471,43 @@ mod tests {
             driver.inline_steps() < total,
             "the held lock sent revisions through the channel"
         );
+        driver.shutdown();
+    }
+
+    /// Goal: a step that panics on the sender's thread (a bug in the core: here a revision
+    /// sent twice) stops the cache as a panic on the dispatcher's thread did: later sends
+    /// fail with `Stopped` instead of stepping a dispatcher left half-way.
+    #[test]
+    fn a_panic_in_an_inline_step_stops_the_cache() {
+        let clock = Clock::new();
+        let mut driver = CacheDriver::start("pods", CacheConfig::default(), clock).expect("driver");
+        let shared = driver.input.shared.clone();
+        let sender = driver.sender();
+        while shared.state.try_lock().is_err() {
+            std::thread::yield_now();
+        }
+        let revision = |n: Revision| Input::Revision(n, vec![Change::put(pod("p", n))]);
+        sender.send(revision(1)).expect("sent");
+        assert_eq!(driver.inline_steps(), 1);
+        let again =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sender.send(revision(1))));
+        assert!(again.is_err(), "a revision sent twice panics in the core");
+        // Bounded, not timed: the thread stops at its next look at the dispatcher.
+        let give_up = std::time::Instant::now() + Duration::from_secs(60);
+        let mut next = 2;
+        while sender.send(revision(next)) != Err(Stopped) {
+            assert!(
+                std::time::Instant::now() < give_up,
+                "the cache never stopped"
+            );
+            assert_eq!(
+                driver.inline_steps(),
+                1,
+                "nothing is dispatched inline after a panic"
+            );
+            next += 1;
+            std::thread::yield_now();
+        }
         driver.shutdown();
     }
 
