@@ -273,6 +273,9 @@ struct Shared {
     /// Revisions dispatched on their sender's thread (tests).
     #[cfg(test)]
     inline_steps: Arc<std::sync::atomic::AtomicU64>,
+    /// The thread is waiting for input without the lock (tests).
+    #[cfg(test)]
+    idle: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -758,6 +761,8 @@ impl CacheDriver {
             inline_max: waits.inline_watchers_max,
             #[cfg(test)]
             inline_steps: Arc::default(),
+            #[cfg(test)]
+            idle: Arc::default(),
         };
         let input = InputSender {
             input,
@@ -916,6 +921,8 @@ fn run_dispatcher(shared: &Shared, inputs: &Inputs, waits: DriverWaits) {
             // The lock is free while the thread waits: a sender may handle a revision
             // itself then (`Shared::try_inline`).
             drop(state);
+            #[cfg(test)]
+            shared.idle.store(true, Ordering::SeqCst);
             let input = match timer {
                 Some(at) => {
                     match inputs
@@ -929,6 +936,8 @@ fn run_dispatcher(shared: &Shared, inputs: &Inputs, waits: DriverWaits) {
                 }
                 None => inputs.receiver.recv().map(Some).map_err(|_| ()),
             };
+            #[cfg(test)]
+            shared.idle.store(false, Ordering::SeqCst);
             let Some(locked) = shared.lock() else {
                 return;
             };
@@ -1382,9 +1391,7 @@ mod tests {
         let sender = driver.sender();
         // The thread, idle with nothing to time, waits without the lock: the first revision
         // is dispatched inline.
-        while shared.state.try_lock().is_err() {
-            std::thread::yield_now();
-        }
+        wait_idle(&driver);
         sender
             .send(Input::Revision(1, vec![Change::put(pod("p", 1))]))
             .expect("sent");
@@ -1481,11 +1488,8 @@ mod tests {
     fn a_panic_in_an_inline_step_stops_the_cache() {
         let clock = Clock::new();
         let mut driver = CacheDriver::start("pods", CacheConfig::default(), clock).expect("driver");
-        let shared = driver.input.shared.clone();
         let sender = driver.sender();
-        while shared.state.try_lock().is_err() {
-            std::thread::yield_now();
-        }
+        wait_idle(&driver);
         let revision = |n: Revision| Input::Revision(n, vec![Change::put(pod("p", n))]);
         sender.send(revision(1)).expect("sent");
         assert_eq!(driver.inline_steps(), 1);
@@ -1509,6 +1513,15 @@ mod tests {
             std::thread::yield_now();
         }
         driver.shutdown();
+    }
+
+    /// Waits until the dispatcher thread waits for input with nothing queued: the next
+    /// revision sent is dispatched inline.
+    fn wait_idle(driver: &CacheDriver) {
+        let shared = &driver.input.shared;
+        while !shared.idle.load(Ordering::SeqCst) || driver.input.queued() > 0 {
+            std::thread::yield_now();
+        }
     }
 
     fn wait_registered(cache: &WatchCache) {
