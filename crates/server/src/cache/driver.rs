@@ -59,8 +59,10 @@ use watchkeeper_core::{
 pub const INPUT_CAPACITY: usize = 1_000;
 
 /// [`DriverWaits::inline_watchers_max`]'s default: a step that pushes to at most this many
-/// watchers takes ~0.1 ms, short enough to run on the reflector's runtime worker; larger
-/// fan-outs keep the dispatcher's own thread (BENCHMARKS.md, invocation BO).
+/// watchers costs some 35 µs of CPU (the dispatcher threads spent 0.13-0.14 µs per delivered
+/// event at 1,000 watchers × 1,000 writes/s), short enough to run on the reflector's runtime
+/// worker; larger fan-outs keep the dispatcher's own thread, where inline dispatch slowed the
+/// writes (BENCHMARKS.md, invocation BO).
 pub const INLINE_WATCHERS_MAX: usize = 256;
 
 /// Converts the wall clock into the core's [`Instant`].
