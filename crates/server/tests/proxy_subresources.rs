@@ -27,7 +27,7 @@ use watchkeeper::config::{ServeArgs, ServeConfig};
 /// This machine's first non-loopback IPv4 address (from `ip -4 -o addr`, else the kernel's
 /// `/proc/net/fib_trie` local routes). A machine without one cannot run these tests: fail
 /// saying so, never pass without having proxied anything.
-fn machine_address() -> Ipv4Addr {
+pub(crate) fn machine_address() -> Ipv4Addr {
     let usable = |ip: Ipv4Addr| {
         !(ip.is_loopback() || ip.is_link_local() || ip.is_unspecified() || ip.is_multicast())
     };
@@ -67,15 +67,15 @@ fn machine_address() -> Ipv4Addr {
 
 /// One request as the backend received it.
 #[derive(Clone, Debug)]
-struct Seen {
+pub(crate) struct Seen {
     method: String,
-    target: String,
+    pub(crate) target: String,
     headers: Vec<(String, String)>,
     body: String,
 }
 
 impl Seen {
-    fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
@@ -87,14 +87,14 @@ impl Seen {
 /// `/landing`, `/absolute` 302 to its own URL `/landing/`, `/hold` waits for
 /// [`Backend::release`]; anything else 200 (201 for a POST) with a JSON echo of the request
 /// and `Access-Control-Allow-Origin: *`.
-struct Backend {
-    addr: SocketAddr,
+pub(crate) struct Backend {
+    pub(crate) addr: SocketAddr,
     seen: Arc<Mutex<Vec<Seen>>>,
     release: Arc<Notify>,
 }
 
 impl Backend {
-    async fn start(ip: Ipv4Addr) -> Backend {
+    pub(crate) async fn start(ip: Ipv4Addr) -> Backend {
         let listener = TcpListener::bind((ip, 0)).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -117,7 +117,7 @@ impl Backend {
         self.seen.lock().unwrap().clone()
     }
 
-    fn last(&self) -> Seen {
+    pub(crate) fn last(&self) -> Seen {
         self.seen()
             .last()
             .cloned()

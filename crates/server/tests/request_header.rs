@@ -14,28 +14,37 @@ use common::pki::Pki;
 
 const REVIEWS: &str = "/apis/authentication.k8s.io/v1/selfsubjectreviews";
 
-/// `POST selfsubjectreviews` over TLS with curl's `extra` arguments: status and body. Over
-/// HTTP/1.1: a refusal answered before its body is read ends an HTTP/2 stream with
+/// One request over TLS with curl: `method` `path` with `extra` arguments (certificates,
+/// headers) and a JSON body when `body` is not empty; status and body text. Over HTTP/1.1: a
+/// refusal answered before its body is read ends an HTTP/2 stream with
 /// `RST_STREAM(NO_ERROR)` (as Go's server does), which this machine's curl reports as a
 /// framing error while it is still uploading.
-async fn whoami(addr: std::net::SocketAddr, ca: &Path, extra: &[&str]) -> (u16, Value) {
+async fn curl(
+    addr: std::net::SocketAddr,
+    ca: &Path,
+    extra: &[&str],
+    method: &str,
+    path: &str,
+    body: &str,
+) -> (u16, String) {
+    let mut command = tokio::process::Command::new("curl");
+    command
+        .args(["-sS", "--http1.1", "--cacert"])
+        .arg(ca)
+        .args(extra)
+        .args(["-X", method, "-w", "\n%{http_code}"]);
+    if !body.is_empty() {
+        let kind = if method == "PATCH" {
+            "Content-Type: application/merge-patch+json"
+        } else {
+            "Content-Type: application/json"
+        };
+        command.args(["-H", kind, "-d", body]);
+    }
     let output = tokio::time::timeout(
         common::HANG_GUARD,
-        tokio::process::Command::new("curl")
-            .args(["-sS", "--http1.1", "--cacert"])
-            .arg(ca)
-            .args(extra)
-            .args([
-                "-X",
-                "POST",
-                "-H",
-                "Content-Type: application/json",
-                "-d",
-                r#"{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}"#,
-                "-w",
-                "\n%{http_code}",
-            ])
-            .arg(format!("https://{addr}{REVIEWS}"))
+        command
+            .arg(format!("https://{addr}{path}"))
             .kill_on_drop(true)
             .output(),
     )
@@ -49,10 +58,21 @@ async fn whoami(addr: std::net::SocketAddr, ca: &Path, extra: &[&str]) -> (u16, 
         String::from_utf8_lossy(&output.stderr)
     );
     let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
-    (
-        code.trim().parse().unwrap_or(0),
-        serde_json::from_str(body).unwrap_or(Value::Null),
+    (code.trim().parse().unwrap_or(0), body.to_owned())
+}
+
+/// `POST selfsubjectreviews` over TLS with curl's `extra` arguments: status and body.
+async fn whoami(addr: std::net::SocketAddr, ca: &Path, extra: &[&str]) -> (u16, Value) {
+    let (code, body) = curl(
+        addr,
+        ca,
+        extra,
+        "POST",
+        REVIEWS,
+        r#"{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}"#,
     )
+    .await;
+    (code, serde_json::from_str(&body).unwrap_or(Value::Null))
 }
 
 /// A client certificate of `pki` for `cn`: the `--cert` and `--key` arguments.
@@ -80,17 +100,7 @@ fn args_of(list: &[String]) -> Vec<&str> {
 async fn a_front_proxy_s_headers_name_the_caller_and_no_one_else_s_do() {
     let clients = Pki::new("client-ca");
     let front = Pki::new("front-proxy-ca");
-    let list = |names: &[&str]| Some(names.iter().map(|n| (*n).to_owned()).collect());
-    let server = common::server_with(ServeArgs {
-        requestheader_client_ca_file: Some(front.ca_file()),
-        requestheader_allowed_names: list(&["front-proxy-client"]),
-        requestheader_username_headers: list(&["X-Remote-User"]),
-        requestheader_uid_headers: list(&["X-Remote-Uid"]),
-        requestheader_group_headers: list(&["X-Remote-Group"]),
-        requestheader_extra_headers_prefix: list(&["X-Remote-Extra-"]),
-        ..clients.server_args()
-    })
-    .await;
+    let server = front_proxied_server(&clients, &front).await;
     let ca = clients.ca_file();
     let proxy = certificate(&front, "front-proxy-client", &[]);
     let said = headers(&[
@@ -196,6 +206,103 @@ async fn a_front_proxy_s_headers_name_the_caller_and_no_one_else_s_do() {
         data["client-ca-file"].as_str().unwrap().trim(),
         clients.ca_pem.replace("\r\n", "\n").trim()
     );
+    server.shutdown().await;
+}
+
+/// A server of `clients`' CA taking `front`'s certificate named `front-proxy-client` as a
+/// front proxy whose `X-Remote-*` headers name the caller.
+async fn front_proxied_server(clients: &Pki, front: &Pki) -> watchkeeper::Server {
+    let list = |names: &[&str]| Some(names.iter().map(|n| (*n).to_owned()).collect());
+    common::server_with(ServeArgs {
+        requestheader_client_ca_file: Some(front.ca_file()),
+        requestheader_allowed_names: list(&["front-proxy-client"]),
+        requestheader_username_headers: list(&["X-Remote-User"]),
+        requestheader_uid_headers: list(&["X-Remote-Uid"]),
+        requestheader_group_headers: list(&["X-Remote-Group"]),
+        requestheader_extra_headers_prefix: list(&["X-Remote-Extra-"]),
+        ..clients.server_args()
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_front_proxy_s_identity_headers_are_not_sent_on_by_a_proxy_subresource() {
+    let ip = crate::proxy_subresources::machine_address();
+    let backend = crate::proxy_subresources::Backend::start(ip).await;
+    let clients = Pki::new("client-ca");
+    let front = Pki::new("front-proxy-ca");
+    let server = front_proxied_server(&clients, &front).await;
+    let ca = clients.ca_file();
+    let proxy = certificate(&front, "front-proxy-client", &[]);
+    let said = headers(&[
+        "X-Remote-User: alice",
+        "X-Remote-Uid: u-9",
+        "X-Remote-Group: g1",
+        "X-Remote-Extra-Scopes: s1",
+        "x-remote-extra-Acme.com%2fproject: p",
+        "X-Custom: kept",
+    ]);
+    let alice = [proxy, said.clone()].concat();
+    let as_alice = args_of(&alice);
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-0"},
+        "spec": {"containers": [{"name": "c", "image": "nginx",
+            "ports": [{"containerPort": backend.addr.port()}]}]}});
+    let pods = "/api/v1/namespaces/default/pods";
+    let (status, body) = curl(server.addr, &ca, &as_alice, "POST", pods, &pod.to_string()).await;
+    assert_eq!(status, 201, "{body}");
+    let address = json!({"status": {"podIP": ip.to_string(), "podIPs": [{"ip": ip.to_string()}]}});
+    let (status, body) = curl(
+        server.addr,
+        &ca,
+        &as_alice,
+        "PATCH",
+        &format!("{pods}/web-0/status"),
+        &address.to_string(),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+
+    // Authenticated by them, the front proxy's identity headers stop here (kube's
+    // `ClearAuthenticationHeaders`); the others go on.
+    let (status, body) = curl(
+        server.addr,
+        &ca,
+        &as_alice,
+        "GET",
+        &format!("{pods}/web-0/proxy/x"),
+        "",
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let seen = backend.last();
+    for name in [
+        "x-remote-user",
+        "x-remote-uid",
+        "x-remote-group",
+        "x-remote-extra-scopes",
+        "x-remote-extra-acme.com%2fproject",
+    ] {
+        assert_eq!(seen.header(name), None, "{name} sent on: {seen:?}");
+    }
+    assert_eq!(seen.header("x-custom"), Some("kept"), "{seen:?}");
+
+    // A client certificate's request: the headers named nobody, and go on as any other (as in
+    // kube, where only the authenticator that read them clears them).
+    let dave = certificate(&clients, "dave", &["devs"]);
+    let (status, body) = curl(
+        server.addr,
+        &ca,
+        &args_of(&[dave, said].concat()),
+        "GET",
+        &format!("{pods}/web-0/proxy/y"),
+        "",
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let seen = backend.last();
+    assert_eq!(seen.target, "/y", "{seen:?}");
+    assert_eq!(seen.header("x-remote-user"), Some("alice"), "{seen:?}");
+    assert_eq!(seen.header("x-remote-group"), Some("g1"), "{seen:?}");
     server.shutdown().await;
 }
 

@@ -38,7 +38,9 @@
 //! empty) makes the request the user its `--requestheader-*` headers name, asked first as
 //! kube's request-header authenticator is; without a username header the request goes on to
 //! the certificate (when `--client-ca-file` verifies it too) and the tokens. Headers from any
-//! other client count for nothing.
+//! other client count for nothing. Headers that authenticated a request are removed from it
+//! once read ([`Auth::clear_request_header`], kube's `ClearAuthenticationHeaders`): a `proxy`
+//! subresource's backend never gets them; anyone else's are passed on as kube passes them.
 //!
 //! ## Authentication: service account tokens
 //! The server issues service account tokens (`serviceaccounts/{name}/token`, see
@@ -605,6 +607,55 @@ impl Auth {
             groups,
             extra,
         }))
+    }
+
+    /// Removes a front proxy's identity headers from a request they authenticated, as kube's
+    /// request-header authenticator does (`ClearAuthenticationHeaders`): the username, uid
+    /// and group headers and every header with an extra prefix (matched ignoring case), so
+    /// nothing after authentication sees them — a `proxy` subresource's backend gets the
+    /// request without them. A request they did not authenticate (no front proxy's verified
+    /// certificate, or no username header with a value) keeps them, as in kube, where the
+    /// authenticator that clears them is the one that read them.
+    pub fn clear_request_header(&self, headers: &mut HeaderMap, peer: Option<&PeerIdentity>) {
+        let Some(config) = self.request_header.as_ref() else {
+            return;
+        };
+        if !(peer.is_some_and(|peer| peer.front_proxy)
+            && self.request_header_user(headers).is_some())
+        {
+            return;
+        }
+        let named = config
+            .username_headers
+            .iter()
+            .chain(&config.uid_headers)
+            .chain(&config.group_headers);
+        for name in named {
+            // An invalid header name was never read either.
+            if let Ok(name) = axum::http::HeaderName::from_bytes(name.as_bytes()) {
+                headers.remove(name);
+            }
+        }
+        if config.extra_headers_prefix.is_empty() {
+            return;
+        }
+        let prefixes: Vec<String> = config
+            .extra_headers_prefix
+            .iter()
+            .map(|prefix| prefix.to_ascii_lowercase())
+            .collect();
+        let extra: Vec<axum::http::HeaderName> = headers
+            .keys()
+            .filter(|name| {
+                prefixes
+                    .iter()
+                    .any(|prefix| name.as_str().starts_with(prefix.as_str()))
+            })
+            .cloned()
+            .collect();
+        for name in extra {
+            headers.remove(name);
+        }
     }
 
     /// The token webhook, if one is configured.

@@ -49,7 +49,8 @@
 //! - **The request sent on**: method, path, query and body as they came; the headers but the
 //!   hop-by-hop ones (`Connection` and those it names, `Keep-Alive`, `Proxy-*`, `TE`,
 //!   `Trailer`, `Transfer-Encoding`, `Upgrade`), the caller's `Authorization` and
-//!   `Impersonate-*` (kube's authentication and impersonation filters remove them), with
+//!   `Impersonate-*` (kube's authentication and impersonation filters remove them; so are a
+//!   front proxy's `--requestheader-*` headers that authenticated the request), with
 //!   `X-Forwarded-For` (the client's address added) and `X-Forwarded-Uri` (the path the client
 //!   asked, as kube's proxy transport sets it); the `Host` header is the client's, as kube's.
 //!   https is spoken without verifying the backend's certificate, as kube's proxy transport

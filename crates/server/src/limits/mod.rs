@@ -1218,6 +1218,8 @@ where
         Ok(user) => user,
         Err(error) => return error_response(&error),
     };
+    // As kube's authenticator, the front proxy's identity headers go once they have been read.
+    state.auth.clear_request_header(&mut parts.headers, peer);
     if let Err(error) = check_path(parts.uri.path()) {
         return limits.reject(Limit::Path, &error);
     }
