@@ -435,6 +435,9 @@ pub fn tax_http_run(
     running.stop();
     Ok(TaxRun {
         latency,
+        latency_via_thread: Latency::default(),
+        latency_second_half: Latency::default(),
+        send: Latency::default(),
         force_closes,
         terminations,
         stalls,

@@ -64,6 +64,10 @@ pub(crate) struct Rig {
     pub(crate) behind_max_ns: AtomicU64,
     /// Latencies are recorded only for revisions above this one (a warm-up is left out).
     pub(crate) measure_after: AtomicU64,
+    /// Per revision: it went through the dispatcher's thread (not dispatched on the writer's).
+    pub(crate) via_thread: Arc<Vec<AtomicBool>>,
+    /// Per revision: when its send returned (nanos since `origin`).
+    pub(crate) returned: Arc<Vec<AtomicU64>>,
 }
 
 impl Rig {
@@ -89,6 +93,12 @@ impl Rig {
             origin: Instant::now(),
             behind_max_ns: AtomicU64::new(0),
             measure_after: AtomicU64::new(0),
+            via_thread: Arc::new(
+                (0..max_events + 2)
+                    .map(|_| AtomicBool::new(false))
+                    .collect(),
+            ),
+            returned: Arc::new((0..max_events + 2).map(|_| AtomicU64::new(0)).collect()),
         }
     }
 
@@ -147,7 +157,12 @@ impl Rig {
                 }
             }
             self.sent[i + 1].store(self.origin.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            let inline_before = self.driver.inline_steps();
             let _ = input.send(Input::Revision(revision, vec![Change::put(object)]));
+            self.returned[i + 1].store(self.origin.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            if self.driver.inline_steps() == inline_before {
+                self.via_thread[i + 1].store(true, Ordering::Relaxed);
+            }
         }
         (first + events) as Revision
     }
@@ -178,6 +193,13 @@ impl Rig {
 #[derive(Debug, Default)]
 struct Consumed {
     latencies: Vec<u64>,
+    /// The latencies of the revisions that went through the dispatcher's thread.
+    latencies_via_thread: Vec<u64>,
+    /// The latencies of the revisions written in the second half of the run (stalled-once
+    /// companions reading).
+    latencies_second_half: Vec<u64>,
+    /// How long each measured revision's send took on the writer's thread.
+    sends: Vec<u64>,
     ended: usize,
     /// Times a healthy watch was seen unsynced (its own queue filled).
     unsynced_seen: u64,
@@ -212,6 +234,20 @@ fn consume_healthy(rig: &Rig, watches: &[Watch], until: &AtomicU64, stop: &Atomi
                                 last[i] = event.revision();
                                 if let Some(latency) = rig.latency_of(event.revision()) {
                                     out.latencies.push(latency);
+                                    if rig.via_thread[event.revision() as usize]
+                                        .load(Ordering::Relaxed)
+                                    {
+                                        out.latencies_via_thread.push(latency);
+                                    }
+                                    let r = event.revision() as usize;
+                                    out.sends.push(
+                                        rig.returned[r]
+                                            .load(Ordering::Relaxed)
+                                            .saturating_sub(rig.sent[r].load(Ordering::Relaxed)),
+                                    );
+                                    if event.revision() as usize * 2 > rig.sent.len() {
+                                        out.latencies_second_half.push(latency);
+                                    }
                                 }
                             }
                         }
@@ -333,6 +369,15 @@ fn run_slow(rig: &Rig, mut slow: Vec<Watch>, pattern: Pattern, secs: f64, stop: 
 pub struct TaxRun {
     /// The healthy watcher's delivery latency.
     pub latency: Latency,
+    /// The same for the revisions that went through the dispatcher's thread (the others
+    /// were dispatched on the writer's; see `--driver-inline-watchers-max`).
+    pub latency_via_thread: Latency,
+    /// The same for the revisions written in the run's second half (stalled-once companions
+    /// reading at full speed then; reconnecting ones as in the first half).
+    pub latency_second_half: Latency,
+    /// How long the writer's `send` of a measured revision took: its dispatch step when it
+    /// was dispatched on the writer's thread, the channel send otherwise (in-process only).
+    pub send: Latency,
     /// Legacy force-closes (`unresponsive`).
     pub force_closes: u64,
     /// Every termination except shutdown.
@@ -390,6 +435,9 @@ pub fn tax_run(
     let (force_closes, terminations) = rig.terminations();
     TaxRun {
         latency: Latency::from_nanos(consumed.latencies),
+        latency_via_thread: Latency::from_nanos(consumed.latencies_via_thread),
+        latency_second_half: Latency::from_nanos(consumed.latencies_second_half),
+        send: Latency::from_nanos(consumed.sends),
         force_closes,
         terminations,
         stalls: rig.cache.metrics().watcher_stalls.get(),
@@ -477,9 +525,13 @@ pub fn handoff_floor_run(rate: f64, secs: f64, via_thread: bool) -> Latency {
 /// Sizes of the tax suites.
 pub(crate) fn tax_sizes(options: &Options) -> (Vec<f64>, usize, f64) {
     if options.smoke {
-        (vec![100.0], 5, 0.6)
+        (vec![100.0], options.tax_companions.unwrap_or(5), 0.6)
     } else {
-        (vec![100.0, 1000.0], 100, 10.0)
+        (
+            vec![100.0, 1000.0],
+            options.tax_companions.unwrap_or(100),
+            10.0,
+        )
     }
 }
 
@@ -501,6 +553,7 @@ pub(crate) fn tax_table(
             "max µs",
             "stalls",
             "runs where the healthy watcher went unsynced",
+            "revisions through the dispatcher's thread",
             "force-closes",
             "terminations",
             "legacy/stall-resume p99",
@@ -527,6 +580,18 @@ pub(crate) fn tax_table(
                     runs.iter().filter(|r| r.healthy_unsynced_seen > 0).count(),
                     runs.len()
                 ),
+                if runs.iter().all(|r| r.send.count == 0) {
+                    "n/a".to_owned()
+                } else {
+                    format!(
+                        "{} %",
+                        f(
+                            med(&|r| 100.0 * r.latency_via_thread.count as f64
+                                / r.latency.count.max(1) as f64),
+                            1
+                        )
+                    )
+                },
                 f(med(&|r| r.force_closes as f64), 0),
                 f(med(&|r| r.terminations as f64), 0),
                 if mode == "legacy" {
@@ -562,12 +627,20 @@ pub fn tax(options: &Options) -> Result<Vec<Table>, String> {
                 for mode in [WatchMode::StallResume, WatchMode::Legacy] {
                     let result = tax_run(mode, pattern, slow, rate, secs, None);
                     eprintln!(
-                        "  tax {} {rate}/s {} run {run}: p50 {:.0} p99 {:.0} max {:.0} µs, force-closes {}, terminations {}, healthy unsynced seen {}, max pull {}, writer behind ≤ {:.0} µs",
+                        "  tax {} {rate}/s {} run {run}: p50 {:.0} p99 {:.0} max {:.0} µs ({} of {} through the dispatcher's thread: p50 {:.0} p99 {:.0} µs; second half p50 {:.0} p99 {:.0} µs; the writer's send p50 {:.0} p99 {:.0} µs), force-closes {}, terminations {}, healthy unsynced seen {}, max pull {}, writer behind ≤ {:.0} µs",
                         pattern.as_str(),
                         mode.as_str(),
                         result.latency.p50,
                         result.latency.p99,
                         result.latency.max,
+                        result.latency_via_thread.count,
+                        result.latency.count,
+                        result.latency_via_thread.p50,
+                        result.latency_via_thread.p99,
+                        result.latency_second_half.p50,
+                        result.latency_second_half.p99,
+                        result.send.p50,
+                        result.send.p99,
                         result.force_closes,
                         result.terminations,
                         result.healthy_unsynced_seen,
@@ -606,6 +679,7 @@ pub fn tax(options: &Options) -> Result<Vec<Table>, String> {
     table.note("Latency: from the writer handing the revision to the dispatcher's channel to the healthy consumer popping it.");
     table.note("Stalled once: companions read nothing for the first half of the run, then read at full speed. Reconnecting: companions read nothing; every 500 ms each (staggered) drains its queue, drops its watch and re-watches from the last revision it saw (resourceVersion=N).");
     table.note("The healthy watcher has a Kubernetes-sized queue too (10 events at first): when its consumer thread is descheduled for longer than the queue covers, it stalls itself and is served by catch-up passes alongside the companions; the column counts the runs where the consumer saw it unsynced (n/a over HTTP: always 0/N there).");
+    table.note("Revisions through the dispatcher's thread: the share of the healthy watcher's measured revisions the writer's `send` handed to the dispatcher's thread (two thread wake-ups to the consumer) instead of dispatching them itself (one; `--driver-inline-watchers-max`): with something queued for the thread (a registration, a companion's hand-off) or its lock held. The raw figures split the latency by path and give the writer's `send` time (the inline dispatch step included).");
     table.note("Stalls: synced → unsynced transitions (the core's `watcher_stalls`); in legacy mode a full queue blocks dispatch on the shared budget instead.");
     table.note("Queues are sized like Kubernetes (from the history capacity; 10 at first). Legacy mode: Kubernetes' pre-KEP dispatch budget and force-close (`unresponsive`); a force-closed companion reconnects from its last revision.");
     Ok(vec![

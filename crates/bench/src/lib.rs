@@ -69,6 +69,8 @@ pub struct Options {
     pub out: PathBuf,
     /// The benchmark executable (for client child processes).
     pub exe: PathBuf,
+    /// `tax`: the slow companions beside the healthy watcher (`None`: 100; 5 in a smoke run).
+    pub tax_companions: Option<usize>,
     /// `population`: the never-reading populations N to run (N = 0 is always run first, as
     /// the ratios' reference).
     pub population_ns: Vec<usize>,
@@ -128,6 +130,7 @@ impl Options {
             runs: 0,
             out: PathBuf::from("target/bench-results"),
             exe,
+            tax_companions: None,
             population_ns: Vec::new(),
             busy_nice: None,
             population_malloc: Vec::new(),
@@ -155,6 +158,14 @@ impl Options {
                         .and_then(|v| v.parse().ok())
                         .filter(|&n| n > 0)
                         .ok_or("--runs needs a positive number")?;
+                }
+                "--tax-companions" => {
+                    i += 1;
+                    options.tax_companions = Some(
+                        args.get(i)
+                            .and_then(|v| v.parse().ok())
+                            .ok_or("--tax-companions needs a count")?,
+                    );
                 }
                 "--population-ns" => {
                     i += 1;
@@ -220,7 +231,7 @@ impl Options {
                 }
                 "-h" | "--help" => {
                     return Err(format!(
-                        "usage: watchkeeper-bench [SUITE...] [--smoke] [--runs N] [--out DIR] [--population-ns N,N,...] [--busy-nice NICE] [--population-malloc glibc,no-trim] [--fanout-grid WATCHERSxRATE,...] [--restart-modes MODE,...] [--port-base PORT] [--runtime-workers N] [--scale-protocols h1,h2] [--scale-steps N,N,...] [--alloc-sites]\nsuites: {}",
+                        "usage: watchkeeper-bench [SUITE...] [--smoke] [--runs N] [--out DIR] [--tax-companions N] [--population-ns N,N,...] [--busy-nice NICE] [--population-malloc glibc,no-trim] [--fanout-grid WATCHERSxRATE,...] [--restart-modes MODE,...] [--port-base PORT] [--runtime-workers N] [--scale-protocols h1,h2] [--scale-steps N,N,...] [--alloc-sites]\nsuites: {}",
                         SUITES.join(", ")
                     ));
                 }

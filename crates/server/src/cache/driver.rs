@@ -8,7 +8,11 @@
 //! nothing is queued for the thread, the sender dispatches a revision itself, under the lock
 //! the thread holds whenever it is not waiting for input — one thread wake-up less between a
 //! write and its watchers (a healthy watcher's median delivery in-process 49-63 → 12-13 µs,
-//! BENCHMARKS.md invocation BO). The dispatcher is the same state machine either way; the
+//! BENCHMARKS.md invocation BO). A message for the dispatcher (a registration, a cancel, a
+//! watcher the catch-up worker hands back) is handled the same way by the mailbox's hook, on
+//! the thread that sent it, instead of waking the dispatcher's thread: a wake-up that also
+//! sent the revisions written meanwhile through the thread (2 % of them beside 100
+//! reconnecting watchers, invocation BP). The dispatcher is the same state machine either way; the
 //! lock only decides whose thread steps it. The catch-up worker's thread starts
 //! with the first work handed to it (a watcher that stalls, a drain, a watch whose initial
 //! state the worker serves): most resources never have an unsynced watcher, and a server with
@@ -29,12 +33,17 @@
 //!   `dispatcher_idle` while the cache has watchers, at its next input without). The
 //!   dispatcher applies a mark only after every input
 //!   sent before it was raised (the mark's protocol), so progress never overtakes a revision.
-//! - **One order.** A revision is handled on the sender's thread only when the count of inputs
+//! - **One order.** A revision (or the mailbox's messages) is handled on the sender's thread only when the count of inputs
 //!   sent through the channel and not yet handled is zero, read under the dispatcher's lock
 //!   (the thread lowers it only after handling an input, under that lock): nothing in the
 //!   channel is overtaken. The sender never waits for the lock (it takes the channel when the
 //!   lock is held), nor dispatches while a legacy revision is blocked; an inline step that
 //!   blocks one, or makes a timer earlier than the thread's own wake-up, wakes the thread.
+//!   The mailbox's hook runs after the message is queued and holds no lock of the core, and
+//!   no sender of a message holds one either (a registration, a watch's drop, the catch-up
+//!   worker between its reads of the history): the inline step's own locks cannot be held by
+//!   its caller. A message sent from within a step finds the dispatcher's lock taken and wakes
+//!   the thread as before.
 //! - **Wake-ups coalesce** and never wait: the dispatcher's mailbox and the mark wake it with a
 //!   flag and a non-blocking send; when the channel is full the inputs in it wake it anyway,
 //!   and every input handled drains the mailbox.
@@ -272,8 +281,7 @@ struct Shared {
     /// The inline path is taken while the cache has at most this many watchers (synced and
     /// waiting; see [`DriverWaits::inline_watchers_max`]).
     inline_max: usize,
-    /// Revisions dispatched on their sender's thread (tests).
-    #[cfg(test)]
+    /// Revisions dispatched on their sender's thread.
     inline_steps: Arc<std::sync::atomic::AtomicU64>,
     /// The thread is waiting for input without the lock (tests).
     #[cfg(test)]
@@ -294,50 +302,63 @@ impl Shared {
         self.state.lock().ok()
     }
 
-    /// Handles a revision on the caller's thread if nothing is ahead of it: no input in the
-    /// channel or being handled, the dispatcher's lock free, no legacy revision blocked, and
-    /// few enough watchers that the step is short. Otherwise hands the revision back for the
-    /// channel.
+    /// Handles a revision on the caller's thread if nothing is ahead of it (see
+    /// [`step_inline`]); otherwise hands it back for the channel.
     fn try_inline(&self, input: Input) -> Result<(), Input> {
-        if !matches!(input, Input::Revision(..))
-            || self.waker.input.queued.load(Ordering::SeqCst) != 0
-        {
-            return Err(input);
-        }
-        let mut state = match self.state.try_lock() {
-            Ok(state) => state,
-            Err(_) => return Err(input),
-        };
-        let dispatcher = &mut state.dispatcher;
-        if self.waker.input.queued.load(Ordering::SeqCst) != 0
-            || dispatcher.is_blocked()
-            || dispatcher.synced_len() + dispatcher.waiting_len() > self.inline_max
-        {
-            return Err(input);
-        }
-        let now = self.clock.now();
-        // The step's wake-ups of watch responses go out together at its end, as on the thread.
-        wake_relay::batched(|| {
-            let _ = handle_input(dispatcher, now, input);
-            if dispatcher.poll_timeout().is_some_and(|at| at <= now) {
-                dispatcher.handle_timeout(now);
-            }
-            if dispatcher.has_messages() {
-                dispatcher.handle_messages(now);
-            }
-        });
-        dispatcher.publish_progress_demand();
-        let timer = dispatcher.poll_timeout();
-        let wake = dispatcher.is_blocked()
-            || timer.is_some_and(|at| state.wakes_at.is_none_or(|wakes| at < wakes));
-        drop(state);
-        if wake {
-            self.waker.wake();
-        }
-        #[cfg(test)]
+        step_inline(&self.state, &self.waker, self.clock, self.inline_max, input)?;
         self.inline_steps.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
+}
+
+/// Handles `input` — a revision, or [`Input::Wake`] for the messages in the dispatcher's
+/// mailbox — on the caller's thread if nothing is ahead of it: no input in the channel or
+/// being handled, the dispatcher's lock free, no legacy revision blocked, and few enough
+/// watchers that the step is short. Otherwise hands the input back, for the channel.
+fn step_inline(
+    state: &Mutex<State>,
+    waker: &Waker,
+    clock: Clock,
+    inline_max: usize,
+    input: Input,
+) -> Result<(), Input> {
+    if !matches!(input, Input::Revision(..) | Input::Wake)
+        || waker.input.queued.load(Ordering::SeqCst) != 0
+    {
+        return Err(input);
+    }
+    let mut state = match state.try_lock() {
+        Ok(state) => state,
+        Err(_) => return Err(input),
+    };
+    let dispatcher = &mut state.dispatcher;
+    if waker.input.queued.load(Ordering::SeqCst) != 0
+        || dispatcher.is_blocked()
+        || inline_max == 0
+        || dispatcher.synced_len() + dispatcher.waiting_len() > inline_max
+    {
+        return Err(input);
+    }
+    let now = clock.now();
+    // The step's wake-ups of watch responses go out together at its end, as on the thread.
+    wake_relay::batched(|| {
+        let _ = handle_input(dispatcher, now, input);
+        if dispatcher.poll_timeout().is_some_and(|at| at <= now) {
+            dispatcher.handle_timeout(now);
+        }
+        if dispatcher.has_messages() {
+            dispatcher.handle_messages(now);
+        }
+    });
+    dispatcher.publish_progress_demand();
+    let timer = dispatcher.poll_timeout();
+    let wake = dispatcher.is_blocked()
+        || timer.is_some_and(|at| state.wakes_at.is_none_or(|wakes| at < wakes));
+    drop(state);
+    if wake {
+        waker.wake();
+    }
+    Ok(())
 }
 
 /// What the reflector holds for one cache: revisions and resets go through the bounded
@@ -748,20 +769,36 @@ impl CacheDriver {
             pending: AtomicBool::new(false),
             input: input.clone(),
         });
-        let wake = waker.clone();
-        dispatcher.set_notify(Box::new(move || wake.wake()));
         let progress = cache.progress_mark();
         let wake = waker.clone();
         progress.set_notify(Box::new(move || wake.wake()));
+        let state = Arc::new(Mutex::new(State {
+            dispatcher,
+            wakes_at: None,
+        }));
+        // A message for the dispatcher (a registration, a cancel, a watcher the catch-up
+        // worker hands back) is handled on its sender's thread as a small idle cache's
+        // revision is; otherwise the hook wakes the thread. Weak: the mailbox lives in the
+        // dispatcher the hook steps.
+        let (hook_state, wake) = (Arc::downgrade(&state), waker.clone());
+        let inline_max = waits.inline_watchers_max;
+        state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .dispatcher
+            .set_notify(Box::new(move || {
+                let handled = hook_state.upgrade().is_some_and(|state| {
+                    step_inline(&state, &wake, clock, inline_max, Input::Wake).is_ok()
+                });
+                if !handled {
+                    wake.wake();
+                }
+            }));
         let shared = Shared {
-            state: Arc::new(Mutex::new(State {
-                dispatcher,
-                wakes_at: None,
-            })),
+            state,
             waker,
             clock,
-            inline_max: waits.inline_watchers_max,
-            #[cfg(test)]
+            inline_max,
             inline_steps: Arc::default(),
             #[cfg(test)]
             idle: Arc::default(),
@@ -829,9 +866,10 @@ impl CacheDriver {
         self.input.clone()
     }
 
-    /// Revisions dispatched on their sender's thread so far.
-    #[cfg(test)]
-    fn inline_steps(&self) -> u64 {
+    /// Revisions dispatched on their sender's thread so far (the rest went through the
+    /// dispatcher's thread).
+    #[must_use]
+    pub fn inline_steps(&self) -> u64 {
         self.input.shared.inline_steps.load(Ordering::SeqCst)
     }
 
@@ -1519,6 +1557,65 @@ mod tests {
 
     /// Waits until the dispatcher thread waits for input with nothing queued: the next
     /// revision sent is dispatched inline.
+    #[test]
+    fn a_small_idle_cache_registers_and_cancels_a_watch_on_the_caller_s_thread() {
+        for (inline_max, inline) in [(INLINE_WATCHERS_MAX, true), (0, false)] {
+            let clock = Clock::new();
+            // No timer wakes the idle thread (an hour's idle wake-up, watches without
+            // bookmarks): only the hook's wake-up can take the dispatcher from the caller.
+            let waits = DriverWaits {
+                inline_watchers_max: inline_max,
+                dispatcher_idle: Duration::from_secs(3_600),
+                ..DriverWaits::default()
+            };
+            let mut driver = CacheDriver::start_with("pods", CacheConfig::default(), clock, waits)
+                .expect("driver");
+            let cache = driver.cache.clone();
+            let synced = || cache.metrics().synced_watchers.get();
+            let request = || {
+                let mut request = WatchRequest::new(WatchStart::Now);
+                request.allow_bookmarks = false;
+                request
+            };
+            for round in 0..20 {
+                wait_idle(&driver);
+                let watch = cache.watch(request(), clock.now());
+                if inline {
+                    assert_eq!(
+                        synced(),
+                        1,
+                        "round {round}: registered before watch returned"
+                    );
+                }
+                wait_registered(&cache);
+                wait_idle(&driver);
+                drop(watch);
+                if inline {
+                    assert_eq!(synced(), 0, "round {round}: cancelled before drop returned");
+                }
+                while synced() > 0 {
+                    std::thread::yield_now();
+                }
+            }
+            // Either way the cache still dispatches, inline or not.
+            let watch = cache.watch(request(), clock.now());
+            wait_registered(&cache);
+            wait_idle(&driver);
+            driver
+                .sender()
+                .send(Input::Revision(1, vec![Change::put(pod("p", 1))]))
+                .expect("sent");
+            wait_dispatched(&cache, 1);
+            assert_eq!(events(&watch), vec![1]);
+            assert_eq!(
+                driver.inline_steps(),
+                u64::from(inline),
+                "the revision inline only with the path on"
+            );
+            driver.shutdown();
+        }
+    }
+
     fn wait_idle(driver: &CacheDriver) {
         let shared = &driver.input.shared;
         while !shared.idle.load(Ordering::SeqCst) || driver.input.queued() > 0 {
