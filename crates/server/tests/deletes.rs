@@ -364,6 +364,12 @@ async fn a_crd_terminates_until_its_objects_are_gone() {
             "reason": "MethodNotAllowed",
             "details": {"group": "example.com", "kind": "widgets"}, "code": 405})
     );
+    // The controller deletes the objects one after another in key order: `held`'s turn comes
+    // after `free` is gone (a GET at once could come before it).
+    until_object(&mut widgets, "held", |held| {
+        held["metadata"]["deletionTimestamp"].is_string()
+    })
+    .await;
     let (status, held) = get_json(addr, &format!("{WIDGETS}/held")).await;
     assert_eq!(status, 200, "still served: {held}");
     assert!(held["metadata"]["deletionTimestamp"].is_string(), "{held}");

@@ -123,8 +123,9 @@ pub struct DriverWaits {
     /// The catch-up worker's longest park while it owns unsynced watchers or has work due
     /// [default: 100 ms]; an idle worker parks until it is handed work.
     pub worker_idle: Duration,
-    /// A revision is dispatched on the thread that sends it (the reflector's task), without
-    /// waking the dispatcher thread, while the cache has at most this many synced and waiting
+    /// A revision is dispatched on the thread that sends it (the reflector's task), and the
+    /// dispatcher's mailbox handled on the thread that sends a message to it, without waking
+    /// the dispatcher thread, while the cache has at most this many synced and waiting
     /// watchers and nothing is queued for the thread [default: 256, watchers; 0: always on the
     /// dispatcher thread]. See [`InputSender::send`].
     pub inline_watchers_max: usize,

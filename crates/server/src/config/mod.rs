@@ -669,9 +669,10 @@ pub struct ServeArgs {
     /// milliseconds (an idle worker parks until it is handed work) [default: 100].
     #[arg(long)]
     pub driver_worker_idle_ms: Option<u64>,
-    /// A revision is dispatched on the reflector's own task, without waking the cache's
-    /// dispatcher thread, while the cache has at most this many watchers (and nothing is
-    /// queued for the thread); 0 always wakes the thread; at most 1000000 [default: 256].
+    /// A revision is dispatched on the reflector's own task (and a registration, cancel or
+    /// hand-back on the thread that sends it), without waking the cache's dispatcher thread,
+    /// while the cache has at most this many watchers (and nothing is queued for the
+    /// thread); 0 always wakes the thread; at most 1000000 [default: 256].
     #[arg(long)]
     pub driver_inline_watchers_max: Option<usize>,
     /// Period of the cache consistency check (each resource's cache against the store at the
