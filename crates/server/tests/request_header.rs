@@ -98,11 +98,13 @@ fn args_of(list: &[String]) -> Vec<&str> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_front_proxy_s_headers_name_the_caller_and_no_one_else_s_do() {
-    let clients = Pki::new("client-ca");
-    let front = Pki::new("front-proxy-ca");
-    let server = front_proxied_server(&clients, &front).await;
-    let ca = clients.ca_file();
-    let proxy = certificate(&front, "front-proxy-client", &[]);
+    let FrontProxied {
+        clients,
+        front,
+        server,
+        ca,
+        proxy,
+    } = front_proxied().await;
     let said = headers(&[
         "X-Remote-User: alice",
         "X-Remote-Uid: u-9",
@@ -209,11 +211,23 @@ async fn a_front_proxy_s_headers_name_the_caller_and_no_one_else_s_do() {
     server.shutdown().await;
 }
 
-/// A server of `clients`' CA taking `front`'s certificate named `front-proxy-client` as a
-/// front proxy whose `X-Remote-*` headers name the caller.
-async fn front_proxied_server(clients: &Pki, front: &Pki) -> watchkeeper::Server {
+/// A server of a client CA taking a front proxy CA's certificate named `front-proxy-client`
+/// as a front proxy whose `X-Remote-*` headers name the caller, with what a test needs of it.
+struct FrontProxied {
+    clients: Pki,
+    front: Pki,
+    server: watchkeeper::Server,
+    /// The client CA's file (`--cacert`: it signed the server's certificate too).
+    ca: std::path::PathBuf,
+    /// The front proxy's `--cert` and `--key` arguments.
+    proxy: Vec<String>,
+}
+
+async fn front_proxied() -> FrontProxied {
+    let clients = Pki::new("client-ca");
+    let front = Pki::new("front-proxy-ca");
     let list = |names: &[&str]| Some(names.iter().map(|n| (*n).to_owned()).collect());
-    common::server_with(ServeArgs {
+    let server = common::server_with(ServeArgs {
         requestheader_client_ca_file: Some(front.ca_file()),
         requestheader_allowed_names: list(&["front-proxy-client"]),
         requestheader_username_headers: list(&["X-Remote-User"]),
@@ -222,18 +236,30 @@ async fn front_proxied_server(clients: &Pki, front: &Pki) -> watchkeeper::Server
         requestheader_extra_headers_prefix: list(&["X-Remote-Extra-"]),
         ..clients.server_args()
     })
-    .await
+    .await;
+    let ca = clients.ca_file();
+    let proxy = certificate(&front, "front-proxy-client", &[]);
+    FrontProxied {
+        clients,
+        front,
+        server,
+        ca,
+        proxy,
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_front_proxy_s_identity_headers_are_not_sent_on_by_a_proxy_subresource() {
     let ip = crate::proxy_subresources::machine_address();
     let backend = crate::proxy_subresources::Backend::start(ip).await;
-    let clients = Pki::new("client-ca");
-    let front = Pki::new("front-proxy-ca");
-    let server = front_proxied_server(&clients, &front).await;
-    let ca = clients.ca_file();
-    let proxy = certificate(&front, "front-proxy-client", &[]);
+    // `_front` keeps the front proxy's certificate files until the end.
+    let FrontProxied {
+        clients,
+        front: _front,
+        server,
+        ca,
+        proxy,
+    } = front_proxied().await;
     let said = headers(&[
         "X-Remote-User: alice",
         "X-Remote-Uid: u-9",
