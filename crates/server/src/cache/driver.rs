@@ -11,9 +11,9 @@
 //! BENCHMARKS.md invocation BO). A message for the dispatcher (a registration, a cancel, a
 //! watcher the catch-up worker hands back) is handled the same way by the mailbox's hook, on
 //! the thread that sent it, instead of waking the dispatcher's thread: a wake-up that also
-//! sent the revisions written meanwhile through the thread (2 % of them beside 100
-//! reconnecting watchers, invocation BP). The dispatcher is the same state machine either way; the
-//! lock only decides whose thread steps it. The catch-up worker's thread starts
+//! sent the revisions written meanwhile through the thread (1-2 % of them beside 100
+//! reconnecting watchers, invocation BP). The dispatcher is the same state machine either
+//! way; the lock only decides whose thread steps it. The catch-up worker's thread starts
 //! with the first work handed to it (a watcher that stalls, a drain, a watch whose initial
 //! state the worker serves): most resources never have an unsynced watcher, and a server with
 //! many resources (CRDs) would otherwise keep an idle thread for each. Every piece of work
@@ -33,10 +33,10 @@
 //!   `dispatcher_idle` while the cache has watchers, at its next input without). The
 //!   dispatcher applies a mark only after every input
 //!   sent before it was raised (the mark's protocol), so progress never overtakes a revision.
-//! - **One order.** A revision (or the mailbox's messages) is handled on the sender's thread only when the count of inputs
-//!   sent through the channel and not yet handled is zero, read under the dispatcher's lock
-//!   (the thread lowers it only after handling an input, under that lock): nothing in the
-//!   channel is overtaken. The sender never waits for the lock (it takes the channel when the
+//! - **One order.** A revision (or the mailbox's messages) is handled on the sender's thread
+//!   only when the count of inputs sent through the channel and not yet handled is zero, read
+//!   under the dispatcher's lock (the thread lowers it only after handling an input, under
+//!   that lock): nothing in the channel is overtaken. The sender never waits for the lock (it takes the channel when the
 //!   lock is held), nor dispatches while a legacy revision is blocked; an inline step that
 //!   blocks one, or makes a timer earlier than the thread's own wake-up, wakes the thread.
 //!   The mailbox's hook runs after the message is queued and holds no lock of the core, and
