@@ -233,19 +233,17 @@ fn consume_healthy(rig: &Rig, watches: &[Watch], until: &AtomicU64, stop: &Atomi
                             if let WatchItem::Event { event, .. } = &item {
                                 last[i] = event.revision();
                                 if let Some(latency) = rig.latency_of(event.revision()) {
+                                    let r = event.revision() as usize;
                                     out.latencies.push(latency);
-                                    if rig.via_thread[event.revision() as usize]
-                                        .load(Ordering::Relaxed)
-                                    {
+                                    if rig.via_thread[r].load(Ordering::Relaxed) {
                                         out.latencies_via_thread.push(latency);
                                     }
-                                    let r = event.revision() as usize;
                                     out.sends.push(
                                         rig.returned[r]
                                             .load(Ordering::Relaxed)
                                             .saturating_sub(rig.sent[r].load(Ordering::Relaxed)),
                                     );
-                                    if event.revision() as usize * 2 > rig.sent.len() {
+                                    if r * 2 > rig.sent.len() {
                                         out.latencies_second_half.push(latency);
                                     }
                                 }

@@ -271,6 +271,39 @@ impl LineError {
 /// Paths served to anyone, with or without credentials.
 pub const OPEN_PATHS: [&str; 4] = ["/healthz", "/livez", "/readyz", "/version"];
 
+/// The first of `names` whose header has a non-empty value (kube's `headerValue`).
+fn first_header<'h>(headers: &'h HeaderMap, names: &[String]) -> Option<&'h str> {
+    names.iter().find_map(|name| {
+        headers
+            .get(name.as_str())
+            .and_then(|v| v.to_str().ok())
+            .filter(|v| !v.is_empty())
+    })
+}
+
+/// The headers whose name starts with one of `prefixes`, prefix by prefix, each with the rest
+/// of its name and its value. Header names are lowercase here; a prefix is matched as Go's
+/// `hasPrefixIgnoreCase` does.
+fn prefixed_headers<'h>(
+    headers: &'h HeaderMap,
+    prefixes: &[String],
+) -> Vec<(
+    &'h axum::http::HeaderName,
+    &'h str,
+    &'h axum::http::HeaderValue,
+)> {
+    let mut found = Vec::new();
+    for prefix in prefixes {
+        let prefix = prefix.to_ascii_lowercase();
+        for (header, value) in headers {
+            if let Some(key) = header.as_str().strip_prefix(prefix.as_str()) {
+                found.push((header, key, value));
+            }
+        }
+    }
+    found
+}
+
 /// An `Impersonate-Extra-` header's key as kube's `unescapeExtraKey` reads it: percent-decoded
 /// (`url.PathUnescape`), or as it is when that fails.
 fn unescape_extra_key(key: &str) -> String {
@@ -566,17 +599,10 @@ impl Auth {
     /// their name, percent-decoded.
     fn request_header_user(&self, headers: &HeaderMap) -> Option<User> {
         let config = self.request_header.as_ref()?;
-        let first = |names: &[String]| {
-            names.iter().find_map(|name| {
-                headers
-                    .get(name.as_str())
-                    .and_then(|v| v.to_str().ok())
-                    .filter(|v| !v.is_empty())
-                    .map(str::to_owned)
-            })
-        };
-        let name = first(&config.username_headers)?;
-        let uid = first(&config.uid_headers).unwrap_or_default();
+        let name = first_header(headers, &config.username_headers)?.to_owned();
+        let uid = first_header(headers, &config.uid_headers)
+            .unwrap_or_default()
+            .to_owned();
         let groups = config
             .group_headers
             .iter()
@@ -587,19 +613,11 @@ impl Auth {
             .collect();
         let mut extra: std::collections::BTreeMap<String, Vec<String>> =
             std::collections::BTreeMap::new();
-        for prefix in &config.extra_headers_prefix {
-            // Header names are lowercase here; the flag's prefix is matched as Go's
-            // `hasPrefixIgnoreCase` does.
-            let prefix = prefix.to_ascii_lowercase();
-            for (header, value) in headers {
-                let Some(key) = header.as_str().strip_prefix(prefix.as_str()) else {
-                    continue;
-                };
-                extra
-                    .entry(unescape_extra_key(key))
-                    .or_default()
-                    .push(String::from_utf8_lossy(value.as_bytes()).into_owned());
-            }
+        for (_, key, value) in prefixed_headers(headers, &config.extra_headers_prefix) {
+            extra
+                .entry(unescape_extra_key(key))
+                .or_default()
+                .push(String::from_utf8_lossy(value.as_bytes()).into_owned());
         }
         Some(with_authenticated_group(User {
             name,
@@ -621,7 +639,7 @@ impl Auth {
             return;
         };
         if !(peer.is_some_and(|peer| peer.front_proxy)
-            && self.request_header_user(headers).is_some())
+            && first_header(headers, &config.username_headers).is_some())
         {
             return;
         }
@@ -636,23 +654,11 @@ impl Auth {
                 headers.remove(name);
             }
         }
-        if config.extra_headers_prefix.is_empty() {
-            return;
-        }
-        let prefixes: Vec<String> = config
-            .extra_headers_prefix
-            .iter()
-            .map(|prefix| prefix.to_ascii_lowercase())
-            .collect();
-        let extra: Vec<axum::http::HeaderName> = headers
-            .keys()
-            .filter(|name| {
-                prefixes
-                    .iter()
-                    .any(|prefix| name.as_str().starts_with(prefix.as_str()))
-            })
-            .cloned()
-            .collect();
+        let extra: Vec<axum::http::HeaderName> =
+            prefixed_headers(headers, &config.extra_headers_prefix)
+                .into_iter()
+                .map(|(name, _, _)| name.clone())
+                .collect();
         for name in extra {
             headers.remove(name);
         }

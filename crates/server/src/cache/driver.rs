@@ -1556,8 +1556,10 @@ mod tests {
         driver.shutdown();
     }
 
-    /// Waits until the dispatcher thread waits for input with nothing queued: the next
-    /// revision sent is dispatched inline.
+    /// Goal: a small idle cache's registration and cancel are handled by the thread that
+    /// makes them (the mailbox's hook, no thread hand-off): the watcher is synced before
+    /// `watch` returns and gone before the drop returns; with `inline_watchers_max` 0 the
+    /// dispatcher's thread handles both, and the cache dispatches either way.
     #[test]
     fn a_small_idle_cache_registers_and_cancels_a_watch_on_the_caller_s_thread() {
         for (inline_max, inline) in [(INLINE_WATCHERS_MAX, true), (0, false)] {
@@ -1617,6 +1619,8 @@ mod tests {
         }
     }
 
+    /// Waits until the dispatcher thread waits for input with nothing queued: the next
+    /// revision sent is dispatched inline.
     fn wait_idle(driver: &CacheDriver) {
         let shared = &driver.input.shared;
         while !shared.idle.load(Ordering::SeqCst) || driver.input.queued() > 0 {
