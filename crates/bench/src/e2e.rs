@@ -456,6 +456,7 @@ pub fn tax_http_run(
 /// A run failed.
 pub fn tax_http(options: &Options) -> Result<Vec<Table>, String> {
     let (rates, slow, secs) = tax_sizes(options);
+    let _busy = options.busy_nice.map(crate::sys::BusyLoad::start);
     let mut results = Vec::new();
     for pattern in [Pattern::StalledOnce, Pattern::Reconnecting] {
         for &rate in &rates {
@@ -486,7 +487,8 @@ pub fn tax_http(options: &Options) -> Result<Vec<Table>, String> {
     let mut table = tax_table(
         "tax-http",
         &format!(
-            "1b. Slow watcher tax, end to end over HTTP: 1 healthy watch + {slow} slow companion watches, {secs} s per run"
+            "1b. Slow watcher tax, end to end over HTTP: 1 healthy watch + {slow} slow companion watches, {secs} s per run{}",
+            crate::sys::busy_title(options.busy_nice)
         ),
         &results,
     );

@@ -615,6 +615,8 @@ pub(crate) fn tax_table(
 /// Never (kept for symmetry with the other suites).
 pub fn tax(options: &Options) -> Result<Vec<Table>, String> {
     let (rates, slow, secs) = tax_sizes(options);
+    // Held over every table of the suite (1, 1c, 1d): the floor is measured under the same load.
+    let _busy = options.busy_nice.map(crate::sys::BusyLoad::start);
     let mut results = Vec::new();
     let mut floors: BTreeMap<u64, Vec<(Latency, Latency)>> = BTreeMap::new();
     for pattern in [Pattern::StalledOnce, Pattern::Reconnecting] {
@@ -669,7 +671,8 @@ pub fn tax(options: &Options) -> Result<Vec<Table>, String> {
     let mut table = tax_table(
         "tax",
         &format!(
-            "1. Slow watcher tax, in-process: 1 healthy watcher + {slow} slow companions, {secs} s per run"
+            "1. Slow watcher tax, in-process: 1 healthy watcher + {slow} slow companions, {secs} s per run{}",
+            crate::sys::busy_title(options.busy_nice)
         ),
         &results,
     );
@@ -1086,10 +1089,7 @@ pub fn population(options: &Options) -> Result<Vec<Table>, String> {
         }
     }
     drop(busy);
-    let load = match options.busy_nice {
-        Some(nice) => format!(", background load: one busy thread per core at nice {nice}"),
-        None => String::new(),
-    };
+    let load = crate::sys::busy_title(options.busy_nice);
     let trace_names: Vec<String> = runs
         .iter()
         .flatten()

@@ -74,8 +74,10 @@ pub struct Options {
     /// `population`: the never-reading populations N to run (N = 0 is always run first, as
     /// the ratios' reference).
     pub population_ns: Vec<usize>,
-    /// `population`: a CPU-bound background load during the runs, one spinning thread per
-    /// core at this nice value (0-19), started by the benchmark itself; `None`: no load.
+    /// `tax`, `tax-http` and `population` (the suites whose issue asks for a busy machine):
+    /// a CPU-bound background load during the suite, one spinning thread per core at this
+    /// nice value (0-19), started by the benchmark itself; `None`: no load. Other suites
+    /// refuse the flag rather than ignore it.
     pub busy_nice: Option<i32>,
     /// `population`: the allocator set-ups to run, interleaved (each run is its own process);
     /// empty: glibc as it comes.
@@ -100,6 +102,9 @@ pub struct Options {
     /// `--runtime-workers` flag; `None`: 2, one per CPU of the machines measured here.
     pub runtime_workers: Option<usize>,
 }
+
+/// The suites that run under `--busy-nice`'s background load.
+pub const BUSY_SUITES: [&str; 3] = ["tax", "tax-http", "population"];
 
 /// Every suite, in priority order.
 pub const SUITES: [&str; 13] = [
@@ -250,6 +255,17 @@ impl Options {
         }
         if options.runs == 0 {
             options.runs = if options.smoke { 1 } else { 3 };
+        }
+        if options.busy_nice.is_some()
+            && let Some(other) = options
+                .suites
+                .iter()
+                .find(|s| !BUSY_SUITES.contains(&s.as_str()))
+        {
+            return Err(format!(
+                "--busy-nice is read by {} only, not by {other}: name those suites",
+                BUSY_SUITES.join(", ")
+            ));
         }
         Ok(options)
     }

@@ -213,6 +213,15 @@ pub fn machine() -> String {
     format!("nproc {cpus}, {model}, Linux")
 }
 
+/// The words a table's title ends with under `--busy-nice` (empty without a load).
+#[must_use]
+pub fn busy_title(nice: Option<i32>) -> String {
+    match nice {
+        Some(nice) => format!(", background load: one busy thread per core at nice {nice}"),
+        None => String::new(),
+    }
+}
+
 /// A CPU-bound background load: one spinning thread per core at a nice value, until dropped.
 #[derive(Debug)]
 pub struct BusyLoad {

@@ -226,6 +226,16 @@ fn unknown_arguments_are_refused() {
         ]
     );
     assert!(parse(&["population", "--population-malloc", "jemalloc"]).is_err());
+    assert_eq!(
+        parse(&["tax", "tax-http", "population", "--busy-nice", "19"])
+            .unwrap()
+            .busy_nice,
+        Some(19)
+    );
+    // A suite that would run without the load refuses the flag instead of ignoring it.
+    assert!(parse(&["tax", "resync", "--busy-nice", "19"]).is_err());
+    assert!(parse(&["--busy-nice", "19"]).is_err());
+    assert!(parse(&["tax", "--busy-nice", "20"]).is_err());
     assert!(parse(&["restart", "--port-base", "80"]).is_err());
     assert!(parse(&["alloc", "--alloc-sites"]).unwrap().alloc_sites);
     assert!(!parse(&["alloc"]).unwrap().alloc_sites);
@@ -235,4 +245,41 @@ fn unknown_arguments_are_refused() {
             .port_base,
         Some(24200)
     );
+}
+
+/// `--busy-nice` runs the tax suites under the benchmark's own load and says so in their
+/// titles (invocation W's table had claimed a load the suite never started).
+#[test]
+fn the_tax_suites_run_under_the_busy_load_they_name() {
+    let out = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_watchkeeper-bench"))
+        .args(["tax", "tax-http", "--smoke", "--busy-nice", "19", "--out"])
+        .arg(out.path())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "stderr:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("results.json")).unwrap())
+            .unwrap();
+    let titles: Vec<&str> = json["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["title"].as_str().unwrap().starts_with("1"))
+        .map(|t| t["title"].as_str().unwrap())
+        .collect();
+    for prefix in ["1. Slow watcher tax", "1b. Slow watcher tax"] {
+        let title = titles
+            .iter()
+            .find(|t| t.starts_with(prefix))
+            .unwrap_or_else(|| panic!("{prefix} missing from {titles:?}"));
+        assert!(
+            title.ends_with("background load: one busy thread per core at nice 19"),
+            "{title}"
+        );
+    }
 }
