@@ -458,7 +458,7 @@ pub fn tax_http(options: &Options) -> Result<Vec<Table>, String> {
     let (rates, slow, secs) = tax_sizes(options);
     let _busy = options.busy_nice.map(crate::sys::BusyLoad::start);
     let mut results = Vec::new();
-    for pattern in [Pattern::StalledOnce, Pattern::Reconnecting] {
+    for pattern in Pattern::chosen(options) {
         for &rate in &rates {
             let mut resume = Vec::new();
             let mut legacy = Vec::new();
@@ -866,8 +866,8 @@ fn drive_fanout(
     let allocations = allocs1.0 - allocs0.0;
     let allocated = allocs1.1 - allocs0.1;
     let delivered = done["delivered"].as_u64().unwrap_or(0) as f64;
-    // Where the CPU went, by kind of thread, per delivered event (µs; clock ticks of 10 ms,
-    // so only a long run resolves the small ones).
+    // Where the CPU went, by kind of thread, per delivered event (µs, to the nanosecond;
+    // threads that ended within the run are not counted).
     let threads: serde_json::Map<String, Value> = threads1
         .iter()
         .map(|(kind, end)| {

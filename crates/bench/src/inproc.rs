@@ -295,6 +295,25 @@ pub enum Pattern {
 }
 
 impl Pattern {
+    /// The table's patterns by their `--tax-patterns` names (`stalled-once`, `reconnecting`).
+    #[must_use]
+    pub fn parse(name: &str) -> Option<Pattern> {
+        match name {
+            "stalled-once" => Some(Pattern::StalledOnce),
+            "reconnecting" => Some(Pattern::Reconnecting),
+            _ => None,
+        }
+    }
+
+    /// The patterns table 1 runs: `--tax-patterns`, else both.
+    pub(crate) fn chosen(options: &Options) -> Vec<Pattern> {
+        if options.tax_patterns.is_empty() {
+            vec![Pattern::StalledOnce, Pattern::Reconnecting]
+        } else {
+            options.tax_patterns.clone()
+        }
+    }
+
     fn as_str(self) -> &'static str {
         match self {
             Pattern::StalledOnce => "stalled once",
@@ -522,7 +541,7 @@ pub fn handoff_floor_run(rate: f64, secs: f64, via_thread: bool) -> Latency {
 
 /// Sizes of the tax suites.
 pub(crate) fn tax_sizes(options: &Options) -> (Vec<f64>, usize, f64) {
-    if options.smoke {
+    let (rates, companions, secs) = if options.smoke {
         (vec![100.0], options.tax_companions.unwrap_or(5), 0.6)
     } else {
         (
@@ -530,7 +549,13 @@ pub(crate) fn tax_sizes(options: &Options) -> (Vec<f64>, usize, f64) {
             options.tax_companions.unwrap_or(100),
             10.0,
         )
-    }
+    };
+    let rates = if options.tax_rates.is_empty() {
+        rates
+    } else {
+        options.tax_rates.clone()
+    };
+    (rates, companions, secs)
 }
 
 /// Formats one tax table from runs keyed by (pattern, rate) → (stall-resume runs, legacy runs).
@@ -619,7 +644,7 @@ pub fn tax(options: &Options) -> Result<Vec<Table>, String> {
     let _busy = options.busy_nice.map(crate::sys::BusyLoad::start);
     let mut results = Vec::new();
     let mut floors: BTreeMap<u64, Vec<(Latency, Latency)>> = BTreeMap::new();
-    for pattern in [Pattern::StalledOnce, Pattern::Reconnecting] {
+    for pattern in Pattern::chosen(options) {
         for &rate in &rates {
             let mut resume = Vec::new();
             let mut legacy = Vec::new();
@@ -683,11 +708,14 @@ pub fn tax(options: &Options) -> Result<Vec<Table>, String> {
     table.note("Revisions through the dispatcher's thread: the share of the healthy watcher's measured revisions the writer's `send` handed to the dispatcher's thread (two thread wake-ups to the consumer) instead of dispatching them itself (one; `--driver-inline-watchers-max`): with something queued for the thread (a registration, a companion's hand-off) or its lock held. The raw figures split the latency by path and give the writer's `send` time (the inline dispatch step included).");
     table.note("Stalls: synced → unsynced transitions (the core's `watcher_stalls`); in legacy mode a full queue blocks dispatch on the shared budget instead.");
     table.note("Queues are sized like Kubernetes (from the history capacity; 10 at first). Legacy mode: Kubernetes' pre-KEP dispatch budget and force-close (`unresponsive`); a force-closed companion reconnects from its last revision.");
-    Ok(vec![
-        table,
-        healthy_queue_table(options, slow, secs),
-        floor_table(&rates, secs, &floors, &results),
-    ])
+    let mut tables = vec![table];
+    // Tables 1c and 1d go with the stalled-once runs (1c is their set-up at 1,000/s, 1d is
+    // measured between them): a run of the reconnecting pattern alone leaves them out.
+    if Pattern::chosen(options).contains(&Pattern::StalledOnce) {
+        tables.push(healthy_queue_table(options, slow, secs));
+        tables.push(floor_table(&rates, secs, &floors, &results));
+    }
+    Ok(tables)
 }
 
 /// Table 1d: the machine's floor for table 1's thread hand-offs (two through the dispatcher's
@@ -1185,7 +1213,7 @@ pub fn population(options: &Options) -> Result<Vec<Table>, String> {
             }
         }
     }
-    table.note("Stalled watchers never read (queues sized like Kubernetes: 10 events on a new cache); stall-resume mode. Each run is a new process of this benchmark (a fresh heap; `--population-malloc` sets its allocator up: `glibc` as it comes, `no-trim` with GLIBC_TUNABLES keeping freed memory, runs of the set-ups interleaved). It registers them next to the healthy ones, writes a warm-up of twice a queue's capacity at the same rate (their queues fill and they stall; the healthy latencies of the warm-up are the warm-up column), waits until all N are unsynced and a catch-up pass has adopted them, then measures the healthy watchers over the measured writes. Ratio: median over runs of p99(N) / p99(0) of the same set-up from the same round of interleaved runs. CPU columns: the dispatcher's and the catch-up worker's threads over the measured writes (/proc/self/task, 10 ms ticks), and the passes run meanwhile. Machine columns: a thread of the same process sleeping 1 ms at a time over the measured writes, and the hypervisor's steal time — delays no code of watchkeeper's can cause or avoid (medians over runs; every run is in the JSON). Counts over the measured writes, whole process: minor page faults and context switches (getrusage), and where the kernel allows it the tracepoints tlb:tlb_flush and the madvise/munmap/mmap/brk system calls (perf_event_open, counting mode, every thread).");
+    table.note("Stalled watchers never read (queues sized like Kubernetes: 10 events on a new cache); stall-resume mode. Each run is a new process of this benchmark (a fresh heap; `--population-malloc` sets its allocator up: `glibc` as it comes, `no-trim` with GLIBC_TUNABLES keeping freed memory, runs of the set-ups interleaved). It registers them next to the healthy ones, writes a warm-up of twice a queue's capacity at the same rate (their queues fill and they stall; the healthy latencies of the warm-up are the warm-up column), waits until all N are unsynced and a catch-up pass has adopted them, then measures the healthy watchers over the measured writes. Ratio: median over runs of p99(N) / p99(0) of the same set-up from the same round of interleaved runs. CPU columns: the dispatcher's and the catch-up worker's threads over the measured writes (/proc/self/task's schedstat, to the nanosecond; clock ticks of 10 ms before 2026-12-07), and the passes run meanwhile. Machine columns: a thread of the same process sleeping 1 ms at a time over the measured writes, and the hypervisor's steal time — delays no code of watchkeeper's can cause or avoid (medians over runs; every run is in the JSON). Counts over the measured writes, whole process: minor page faults and context switches (getrusage), and where the kernel allows it the tracepoints tlb:tlb_flush and the madvise/munmap/mmap/brk system calls (perf_event_open, counting mode, every thread).");
     Ok(vec![table])
 }
 

@@ -59,6 +59,8 @@ pub use report::{Report, Table};
 /// Command-line options.
 #[derive(Clone, Debug)]
 pub struct Options {
+    /// The arguments as given (the report's header repeats them).
+    pub args: Vec<String>,
     /// Suites to run, in order; empty means every suite.
     pub suites: Vec<String>,
     /// Tiny sizes, one run.
@@ -71,6 +73,11 @@ pub struct Options {
     pub exe: PathBuf,
     /// `tax`: the slow companions beside the healthy watcher (`None`: 100; 5 in a smoke run).
     pub tax_companions: Option<usize>,
+    /// `tax` and `tax-http`: the companions' patterns to run; empty: both.
+    pub tax_patterns: Vec<inproc::Pattern>,
+    /// `tax` and `tax-http`: the write rates (events/s) to run; empty: 100 and 1,000 (100 in
+    /// a smoke run).
+    pub tax_rates: Vec<f64>,
     /// `population`: the never-reading populations N to run (N = 0 is always run first, as
     /// the ratios' reference).
     pub population_ns: Vec<usize>,
@@ -130,12 +137,15 @@ impl Options {
     /// An unknown flag or suite.
     pub fn parse(args: &[String], exe: PathBuf) -> Result<Options, String> {
         let mut options = Options {
+            args: args.to_vec(),
             suites: Vec::new(),
             smoke: false,
             runs: 0,
             out: PathBuf::from("target/bench-results"),
             exe,
             tax_companions: None,
+            tax_patterns: Vec::new(),
+            tax_rates: Vec::new(),
             population_ns: Vec::new(),
             busy_nice: None,
             population_malloc: Vec::new(),
@@ -171,6 +181,19 @@ impl Options {
                             .and_then(|v| v.parse().ok())
                             .ok_or("--tax-companions needs a count")?,
                     );
+                }
+                "--tax-patterns" => {
+                    i += 1;
+                    options.tax_patterns = list(args.get(i), inproc::Pattern::parse).ok_or(
+                        "--tax-patterns needs a comma-separated list of stalled-once, reconnecting",
+                    )?;
+                }
+                "--tax-rates" => {
+                    i += 1;
+                    options.tax_rates = list(args.get(i), |v| {
+                        v.parse::<f64>().ok().filter(|r| r.is_finite() && *r > 0.0)
+                    })
+                    .ok_or("--tax-rates needs a comma-separated list of positive events/s")?;
                 }
                 "--population-ns" => {
                     i += 1;
@@ -236,7 +259,7 @@ impl Options {
                 }
                 "-h" | "--help" => {
                     return Err(format!(
-                        "usage: watchkeeper-bench [SUITE...] [--smoke] [--runs N] [--out DIR] [--tax-companions N] [--population-ns N,N,...] [--busy-nice NICE] [--population-malloc glibc,no-trim] [--fanout-grid WATCHERSxRATE,...] [--restart-modes MODE,...] [--port-base PORT] [--runtime-workers N] [--scale-protocols h1,h2] [--scale-steps N,N,...] [--alloc-sites]\nsuites: {}",
+                        "usage: watchkeeper-bench [SUITE...] [--smoke] [--runs N] [--out DIR] [--tax-companions N] [--tax-patterns stalled-once,reconnecting] [--tax-rates R,R,...] [--population-ns N,N,...] [--busy-nice NICE] [--population-malloc glibc,no-trim] [--fanout-grid WATCHERSxRATE,...] [--restart-modes MODE,...] [--port-base PORT] [--runtime-workers N] [--scale-protocols h1,h2] [--scale-steps N,N,...] [--alloc-sites]\nsuites: {}",
                         SUITES.join(", ")
                     ));
                 }

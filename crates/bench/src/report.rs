@@ -88,6 +88,8 @@ pub struct Report {
     pub load: String,
     /// Runs per figure.
     pub runs: usize,
+    /// The suites run, in order.
+    pub suites: Vec<String>,
     /// Smoke mode.
     pub smoke: bool,
     /// Tables in suite order.
@@ -98,15 +100,13 @@ impl Report {
     /// A report header for `options`.
     #[must_use]
     pub fn new(options: &Options) -> Report {
+        // The flags as given (a load, a grid, a pattern change what a table means), then
+        // the suites and runs they resolved to.
         let mut command = String::from("watchkeeper-bench");
-        for suite in &options.suites {
+        for arg in &options.args {
             command.push(' ');
-            command.push_str(suite);
+            command.push_str(arg);
         }
-        if options.smoke {
-            command.push_str(" --smoke");
-        }
-        let _ = write!(command, " --runs {}", options.runs);
         Report {
             command,
             date: crate::sys::utc_now(),
@@ -115,6 +115,7 @@ impl Report {
                 .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
                 .unwrap_or_default(),
             runs: options.runs,
+            suites: options.suites.clone(),
             smoke: options.smoke,
             tables: Vec::new(),
         }
@@ -124,7 +125,13 @@ impl Report {
     #[must_use]
     pub fn markdown(&self) -> String {
         let mut out = String::new();
-        let _ = writeln!(out, "Command: `{}`  ", self.command);
+        let _ = writeln!(
+            out,
+            "Command: `{}` (suites: {}; runs: {})  ",
+            self.command,
+            self.suites.join(", "),
+            self.runs
+        );
         let _ = writeln!(out, "Date: {}  ", self.date);
         let _ = writeln!(out, "Machine: {}  ", self.machine);
         let _ = writeln!(

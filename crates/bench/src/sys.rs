@@ -83,9 +83,21 @@ fn cpu_seconds_at(path: &str) -> f64 {
     (utime + stime) / ticks
 }
 
-/// The user + system CPU time, in seconds, of this process's threads by kind: the thread's
-/// name up to its first `-` (`dispatch`, `catchup`, `tokio`, ...), or whole when it has none
-/// (/proc/self/task/*/stat, clock ticks). Threads that ended are not counted.
+/// A thread's CPU time in seconds from its /proc task directory: the scheduler's time on CPU
+/// to the nanosecond (`schedstat`'s first field), else utime + stime in clock ticks (`stat`).
+fn task_cpu_seconds(task: &std::path::Path) -> f64 {
+    std::fs::read_to_string(task.join("schedstat"))
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or_else(
+            || cpu_seconds_at(&task.join("stat").to_string_lossy()),
+            |ns| ns as f64 * 1e-9,
+        )
+}
+
+/// The CPU time, in seconds, of this process's threads by kind: the thread's name up to its
+/// first `-` (`dispatch`, `catchup`, `tokio`, ...), or whole when it has none
+/// ([`task_cpu_seconds`]: to the nanosecond). Threads that ended are not counted.
 #[must_use]
 pub fn thread_cpu_seconds_by_kind() -> std::collections::BTreeMap<String, f64> {
     let mut kinds = std::collections::BTreeMap::new();
@@ -101,14 +113,13 @@ pub fn thread_cpu_seconds_by_kind() -> std::collections::BTreeMap<String, f64> {
             .split_once('-')
             .map_or(comm, |(kind, _)| kind)
             .to_owned();
-        *kinds.entry(kind).or_insert(0.0) +=
-            cpu_seconds_at(&task.path().join("stat").to_string_lossy());
+        *kinds.entry(kind).or_insert(0.0) += task_cpu_seconds(&task.path());
     }
     kinds
 }
 
-/// The user + system CPU time, in seconds, of this process's threads whose name starts with
-/// `prefix` (/proc/self/task/*/stat); 0 if none.
+/// The CPU time, in seconds, of this process's threads whose name starts with `prefix`
+/// ([`task_cpu_seconds`]: to the nanosecond); 0 if none.
 #[must_use]
 pub fn thread_cpu_seconds(prefix: &str) -> f64 {
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
@@ -120,7 +131,7 @@ pub fn thread_cpu_seconds(prefix: &str) -> f64 {
             std::fs::read_to_string(task.path().join("comm"))
                 .is_ok_and(|comm| comm.trim_end().starts_with(prefix))
         })
-        .map(|task| cpu_seconds_at(&task.path().join("stat").to_string_lossy()))
+        .map(|task| task_cpu_seconds(&task.path()))
         .sum()
 }
 

@@ -236,6 +236,21 @@ fn unknown_arguments_are_refused() {
     assert!(parse(&["tax", "resync", "--busy-nice", "19"]).is_err());
     assert!(parse(&["--busy-nice", "19"]).is_err());
     assert!(parse(&["tax", "--busy-nice", "20"]).is_err());
+    let options = parse(&[
+        "tax",
+        "--tax-patterns",
+        "reconnecting",
+        "--tax-rates",
+        "1000",
+    ])
+    .unwrap();
+    assert_eq!(
+        options.tax_patterns,
+        [watchkeeper_bench::inproc::Pattern::Reconnecting]
+    );
+    assert_eq!(options.tax_rates, [1000.0]);
+    assert!(parse(&["tax", "--tax-patterns", "never"]).is_err());
+    assert!(parse(&["tax", "--tax-rates", "0"]).is_err());
     assert!(parse(&["restart", "--port-base", "80"]).is_err());
     assert!(parse(&["alloc", "--alloc-sites"]).unwrap().alloc_sites);
     assert!(!parse(&["alloc"]).unwrap().alloc_sites);
