@@ -133,20 +133,7 @@ fn every_suite_runs_in_smoke_mode_and_writes_results() {
 /// allocate between the two readings), naming watchkeeper's own call sites.
 #[test]
 fn allocation_sites_account_for_the_measured_bytes() {
-    let out = tempfile::tempdir().unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_watchkeeper-bench"))
-        .args(["alloc", "--smoke", "--alloc-sites", "--out"])
-        .arg(out.path())
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.path().join("results.json")).unwrap())
-            .unwrap();
+    let (out, json) = run_bench(&["alloc", "--smoke", "--alloc-sites"]);
     let measured = json["tables"][0]["raw"]
         .as_array()
         .unwrap()
@@ -266,20 +253,7 @@ fn unknown_arguments_are_refused() {
 /// titles (invocation W's table had claimed a load the suite never started).
 #[test]
 fn the_tax_suites_run_under_the_busy_load_they_name() {
-    let out = tempfile::tempdir().unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_watchkeeper-bench"))
-        .args(["tax", "tax-http", "--smoke", "--busy-nice", "19", "--out"])
-        .arg(out.path())
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "stderr:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.path().join("results.json")).unwrap())
-            .unwrap();
+    let (_out, json) = run_bench(&["tax", "tax-http", "--smoke", "--busy-nice", "19"]);
     let titles: Vec<&str> = json["tables"]
         .as_array()
         .unwrap()
@@ -297,4 +271,25 @@ fn the_tax_suites_run_under_the_busy_load_they_name() {
             "{title}"
         );
     }
+}
+
+/// Runs the benchmark with `args` and `--out` a new directory; asserts it succeeded and returns
+/// the directory (kept while the caller reads it) and its results.json.
+fn run_bench(args: &[&str]) -> (tempfile::TempDir, serde_json::Value) {
+    let out = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_watchkeeper-bench"))
+        .args(args)
+        .arg("--out")
+        .arg(out.path())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "stderr:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let json =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("results.json")).unwrap())
+            .unwrap();
+    (out, json)
 }
