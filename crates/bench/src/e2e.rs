@@ -456,7 +456,7 @@ pub fn tax_http_run(
 /// A run failed.
 pub fn tax_http(options: &Options) -> Result<Vec<Table>, String> {
     let (rates, slow, secs) = tax_sizes(options);
-    let _busy = options.busy_nice.map(crate::sys::BusyLoad::start);
+    let busy = options.busy_nice.map(crate::sys::BusyLoad::start);
     let mut results = Vec::new();
     for pattern in Pattern::chosen(options) {
         for &rate in &rates {
@@ -488,7 +488,7 @@ pub fn tax_http(options: &Options) -> Result<Vec<Table>, String> {
         "tax-http",
         &format!(
             "1b. Slow watcher tax, end to end over HTTP: 1 healthy watch + {slow} slow companion watches, {secs} s per run{}",
-            crate::sys::busy_title(options.busy_nice)
+            crate::sys::busy_title(busy.as_ref())
         ),
         &results,
     );

@@ -641,7 +641,7 @@ pub(crate) fn tax_table(
 pub fn tax(options: &Options) -> Result<Vec<Table>, String> {
     let (rates, slow, secs) = tax_sizes(options);
     // Held over every table of the suite (1, 1c, 1d): the floor is measured under the same load.
-    let _busy = options.busy_nice.map(crate::sys::BusyLoad::start);
+    let busy = options.busy_nice.map(crate::sys::BusyLoad::start);
     let mut results = Vec::new();
     let mut floors: BTreeMap<u64, Vec<(Latency, Latency)>> = BTreeMap::new();
     for pattern in Pattern::chosen(options) {
@@ -697,7 +697,7 @@ pub fn tax(options: &Options) -> Result<Vec<Table>, String> {
         "tax",
         &format!(
             "1. Slow watcher tax, in-process: 1 healthy watcher + {slow} slow companions, {secs} s per run{}",
-            crate::sys::busy_title(options.busy_nice)
+            crate::sys::busy_title(busy.as_ref())
         ),
         &results,
     );
@@ -1116,8 +1116,8 @@ pub fn population(options: &Options) -> Result<Vec<Table>, String> {
             }
         }
     }
+    let load = crate::sys::busy_title(busy.as_ref());
     drop(busy);
-    let load = crate::sys::busy_title(options.busy_nice);
     let trace_names: Vec<String> = runs
         .iter()
         .flatten()

@@ -224,11 +224,15 @@ pub fn machine() -> String {
     format!("nproc {cpus}, {model}, Linux")
 }
 
-/// The words a table's title ends with under `--busy-nice` (empty without a load).
+/// The words a table's title ends with: the load it ran under, if one was started (empty
+/// without). Read from the running load, so a title cannot name a load that never ran.
 #[must_use]
-pub fn busy_title(nice: Option<i32>) -> String {
-    match nice {
-        Some(nice) => format!(", background load: one busy thread per core at nice {nice}"),
+pub fn busy_title(load: Option<&BusyLoad>) -> String {
+    match load {
+        Some(load) => format!(
+            ", background load: one busy thread per core at nice {}",
+            load.nice
+        ),
         None => String::new(),
     }
 }
@@ -236,6 +240,7 @@ pub fn busy_title(nice: Option<i32>) -> String {
 /// A CPU-bound background load: one spinning thread per core at a nice value, until dropped.
 #[derive(Debug)]
 pub struct BusyLoad {
+    nice: i32,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     threads: Vec<std::thread::JoinHandle<()>>,
 }
@@ -270,7 +275,11 @@ impl BusyLoad {
                     .expect("busy thread")
             })
             .collect();
-        BusyLoad { stop, threads }
+        BusyLoad {
+            nice,
+            stop,
+            threads,
+        }
     }
 }
 

@@ -250,7 +250,8 @@ fn unknown_arguments_are_refused() {
 }
 
 /// `--busy-nice` runs the tax suites under the benchmark's own load and says so in their
-/// titles (invocation W's table had claimed a load the suite never started).
+/// titles, which are made from the running load (invocation W's table had been run without
+/// the load its command asked for).
 #[test]
 fn the_tax_suites_run_under_the_busy_load_they_name() {
     let (_out, json) = run_bench(&["tax", "tax-http", "--smoke", "--busy-nice", "19"]);
@@ -258,7 +259,6 @@ fn the_tax_suites_run_under_the_busy_load_they_name() {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|t| t["title"].as_str().unwrap().starts_with("1"))
         .map(|t| t["title"].as_str().unwrap())
         .collect();
     for prefix in ["1. Slow watcher tax", "1b. Slow watcher tax"] {
