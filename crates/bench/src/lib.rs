@@ -78,6 +78,9 @@ pub struct Options {
     /// `tax` and `tax-http`: the write rates (events/s) to run; empty: 100 and 1,000 (100 in
     /// a smoke run).
     pub tax_rates: Vec<f64>,
+    /// `tax`: how the writer and the healthy consumer run (threads: tables 1, 1c and 1d;
+    /// tasks on a runtime, as the server runs them: table 1e); empty: both, interleaved.
+    pub tax_consumers: Vec<inproc::Consumers>,
     /// `population`: the never-reading populations N to run (N = 0 is always run first, as
     /// the ratios' reference).
     pub population_ns: Vec<usize>,
@@ -146,6 +149,7 @@ impl Options {
             tax_companions: None,
             tax_patterns: Vec::new(),
             tax_rates: Vec::new(),
+            tax_consumers: Vec::new(),
             population_ns: Vec::new(),
             busy_nice: None,
             population_malloc: Vec::new(),
@@ -194,6 +198,11 @@ impl Options {
                         v.parse::<f64>().ok().filter(|r| r.is_finite() && *r > 0.0)
                     })
                     .ok_or("--tax-rates needs a comma-separated list of positive events/s")?;
+                }
+                "--tax-consumers" => {
+                    i += 1;
+                    options.tax_consumers = list(args.get(i), inproc::Consumers::parse)
+                        .ok_or("--tax-consumers needs a comma-separated list of threads, tasks")?;
                 }
                 "--population-ns" => {
                     i += 1;
@@ -259,7 +268,7 @@ impl Options {
                 }
                 "-h" | "--help" => {
                     return Err(format!(
-                        "usage: watchkeeper-bench [SUITE...] [--smoke] [--runs N] [--out DIR] [--tax-companions N] [--tax-patterns stalled-once,reconnecting] [--tax-rates R,R,...] [--population-ns N,N,...] [--busy-nice NICE] [--population-malloc glibc,no-trim] [--fanout-grid WATCHERSxRATE,...] [--restart-modes MODE,...] [--port-base PORT] [--runtime-workers N] [--scale-protocols h1,h2] [--scale-steps N,N,...] [--alloc-sites]\nsuites: {}",
+                        "usage: watchkeeper-bench [SUITE...] [--smoke] [--runs N] [--out DIR] [--tax-companions N] [--tax-patterns stalled-once,reconnecting] [--tax-rates R,R,...] [--tax-consumers threads,tasks] [--population-ns N,N,...] [--busy-nice NICE] [--population-malloc glibc,no-trim] [--fanout-grid WATCHERSxRATE,...] [--restart-modes MODE,...] [--port-base PORT] [--runtime-workers N] [--scale-protocols h1,h2] [--scale-steps N,N,...] [--alloc-sites]\nsuites: {}",
                         SUITES.join(", ")
                     ));
                 }

@@ -37,6 +37,7 @@ fn every_suite_runs_in_smoke_mode_and_writes_results() {
     for heading in [
         "Slow watcher tax",
         "The healthy watcher's own queue",
+        "writer and healthy consumer as the server runs them",
         "Resync time",
         "Fairness",
         "Fan-out throughput",
@@ -238,6 +239,13 @@ fn unknown_arguments_are_refused() {
     assert_eq!(options.tax_rates, [1000.0]);
     assert!(parse(&["tax", "--tax-patterns", "never"]).is_err());
     assert!(parse(&["tax", "--tax-rates", "0"]).is_err());
+    assert_eq!(
+        parse(&["tax", "--tax-consumers", "tasks"])
+            .unwrap()
+            .tax_consumers,
+        [watchkeeper_bench::inproc::Consumers::Tasks]
+    );
+    assert!(parse(&["tax", "--tax-consumers", "fibers"]).is_err());
     assert!(parse(&["restart", "--port-base", "80"]).is_err());
     assert!(parse(&["alloc", "--alloc-sites"]).unwrap().alloc_sites);
     assert!(!parse(&["alloc"]).unwrap().alloc_sites);
@@ -261,7 +269,11 @@ fn the_tax_suites_run_under_the_busy_load_they_name() {
         .iter()
         .map(|t| t["title"].as_str().unwrap())
         .collect();
-    for prefix in ["1. Slow watcher tax", "1b. Slow watcher tax"] {
+    for prefix in [
+        "1. Slow watcher tax",
+        "1e. Slow watcher tax",
+        "1b. Slow watcher tax",
+    ] {
         let title = titles
             .iter()
             .find(|t| t.starts_with(prefix))
@@ -270,6 +282,26 @@ fn the_tax_suites_run_under_the_busy_load_they_name() {
             title.ends_with("background load: one busy thread per core at nice 19"),
             "{title}"
         );
+    }
+    // Both consumer models (threads: table 1; tasks on a runtime: 1e) see every revision
+    // once, with both companion patterns, and stall-resume terminates nobody.
+    for prefix in ["1. Slow watcher tax", "1e. Slow watcher tax"] {
+        let table = json["tables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["title"].as_str().unwrap().starts_with(prefix))
+            .unwrap();
+        let raw = table["raw"].as_array().unwrap();
+        assert_eq!(raw.len(), 4, "two patterns × two modes: {table}");
+        for entry in raw {
+            let run = &entry["run"];
+            assert!(run["events"].as_u64().unwrap() > 0, "{entry}");
+            if entry["mode"] == "stall-resume" {
+                assert_eq!(run["latency"]["count"], run["events"], "{entry}");
+                assert_eq!(run["terminations"], 0, "{entry}");
+            }
+        }
     }
 }
 
