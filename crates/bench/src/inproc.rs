@@ -146,7 +146,6 @@ impl Rig {
                 return i as Revision;
             }
             let revision = (i + 1) as Revision;
-            let object = pod(i % 1000, revision);
             if rate > 0.0 {
                 let due = start + Duration::from_secs_f64((i - first) as f64 / rate);
                 let now = Instant::now();
@@ -157,7 +156,10 @@ impl Rig {
                         .fetch_max((now - due).as_nanos() as u64, Ordering::Relaxed);
                 }
             }
-            self.send_one(&input, revision, object);
+            // Made when it is due, as the reflector decodes an event when it arrives: made
+            // right after the previous send, it ran beside (or before) the consumer that send
+            // woke (BENCHMARKS.md, invocation BS).
+            self.send_one(&input, revision, pod(i % 1000, revision));
         }
         (first + events) as Revision
     }
@@ -182,7 +184,6 @@ impl Rig {
         let start = tokio::time::Instant::now();
         for i in 0..events {
             let revision = (i + 1) as Revision;
-            let object = pod(i % 1000, revision);
             let due = start + Duration::from_secs_f64(i as f64 / rate);
             let now = tokio::time::Instant::now();
             if due > now {
@@ -191,7 +192,7 @@ impl Rig {
                 self.behind_max_ns
                     .fetch_max((now - due).as_nanos() as u64, Ordering::Relaxed);
             }
-            self.send_one(&input, revision, object);
+            self.send_one(&input, revision, pod(i % 1000, revision));
         }
         events as Revision
     }
@@ -202,6 +203,22 @@ impl Rig {
         }
         let sent = self.sent.get(revision as usize)?.load(Ordering::Relaxed);
         (sent > 0).then(|| (self.origin.elapsed().as_nanos() as u64).saturating_sub(sent))
+    }
+
+    /// How long each measured revision's `send` took, read after the run: the consumer
+    /// cannot read it, as it often pops a revision before the `send` that pushed it returns
+    /// (until invocation BS it did, and counted those as 0).
+    fn send_times(&self) -> Latency {
+        let after = self.measure_after.load(Ordering::Relaxed) as usize;
+        Latency::from_nanos(
+            (after + 1..self.sent.len())
+                .filter_map(|r| {
+                    let sent = self.sent[r].load(Ordering::Relaxed);
+                    let returned = self.returned[r].load(Ordering::Relaxed);
+                    (sent > 0 && returned >= sent).then(|| returned - sent)
+                })
+                .collect(),
+        )
     }
 
     pub(crate) fn terminations(&self) -> (u64, u64) {
@@ -227,8 +244,6 @@ struct Consumed {
     /// The latencies of the revisions written in the second half of the run (stalled-once
     /// companions reading).
     latencies_second_half: Vec<u64>,
-    /// How long each measured revision's send took on the writer's thread.
-    sends: Vec<u64>,
     ended: usize,
     /// Times a healthy watch was seen unsynced (its own queue filled).
     unsynced_seen: u64,
@@ -251,11 +266,6 @@ impl Consumed {
             if rig.via_thread[r].load(Ordering::Relaxed) {
                 self.latencies_via_thread.push(latency);
             }
-            self.sends.push(
-                rig.returned[r]
-                    .load(Ordering::Relaxed)
-                    .saturating_sub(rig.sent[r].load(Ordering::Relaxed)),
-            );
             if r * 2 > rig.sent.len() {
                 self.latencies_second_half.push(latency);
             }
@@ -610,7 +620,7 @@ pub fn tax_run(
         latency: Latency::from_nanos(consumed.latencies),
         latency_via_thread: Latency::from_nanos(consumed.latencies_via_thread),
         latency_second_half: Latency::from_nanos(consumed.latencies_second_half),
-        send: Latency::from_nanos(consumed.sends),
+        send: rig.send_times(),
         force_closes,
         terminations,
         stalls: rig.cache.metrics().watcher_stalls.get(),
@@ -715,11 +725,7 @@ pub(crate) fn tax_sizes(options: &Options) -> (Vec<f64>, usize, f64) {
 }
 
 /// Formats one tax table from runs keyed by (pattern, rate) → (stall-resume runs, legacy runs).
-pub(crate) fn tax_table(
-    suite: &str,
-    title: &str,
-    results: &[TaxResults],
-) -> Table {
+pub(crate) fn tax_table(suite: &str, title: &str, results: &[TaxResults]) -> Table {
     let mut table = Table::new(
         suite,
         title,
