@@ -1,7 +1,9 @@
 //! In-process suites: the core driven on threads exactly as the server drives it (the server's
 //! own [`CacheDriver`]: dispatcher and catch-up worker on their own OS threads, wall clock),
 //! with watch consumers on bench threads popping the queues as an HTTP body would (encoding
-//! every item, up to 64 per pull).
+//! every item, up to 64 per pull). Table 1e runs suite 1's writer and healthy consumer as the
+//! server runs its reflector and a watch response instead: tasks on a two-worker tokio
+//! runtime, the consumer woken through a wake relay ([`Consumers::Tasks`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
