@@ -636,7 +636,7 @@ pub fn tax_run(
 }
 
 /// The machine's floor for table 1's path, without the cache. With `via_thread`, a writer
-/// thread hands a timestamp, at the same due times as [`Rig::write`], through the
+/// thread hands a timestamp, at the same due times as `Rig::write`, through the
 /// dispatcher's channel type (flume) to a thread blocked on it (the dispatcher's thread),
 /// which queues it under a lock and wakes a consumer thread parked as table 1's healthy
 /// consumer is (the waker unparks it): two thread wake-ups, the path of a revision the

@@ -42,7 +42,7 @@ pub fn cpu_seconds() -> f64 {
 }
 
 /// Process `pid`'s CPU time in seconds, as [`cpu_seconds`] (its CPU-time clock,
-/// `clock_getcpuclockid`; /proc/<pid>/stat when that cannot be had); 0 if unreadable.
+/// `clock_getcpuclockid`; `/proc/<pid>/stat` when that cannot be had); 0 if unreadable.
 #[must_use]
 pub fn cpu_seconds_of(pid: u32) -> f64 {
     let Ok(pid) = libc::pid_t::try_from(pid) else {
@@ -97,7 +97,7 @@ fn task_cpu_seconds(task: &std::path::Path) -> f64 {
 
 /// The CPU time, in seconds, of this process's threads by kind: the thread's name up to its
 /// first `-` (`dispatch`, `catchup`, `tokio`, ...), or whole when it has none
-/// ([`task_cpu_seconds`]: to the nanosecond). Threads that ended are not counted.
+/// (read to the nanosecond from each thread's `schedstat`). Threads that ended are not counted.
 #[must_use]
 pub fn thread_cpu_seconds_by_kind() -> std::collections::BTreeMap<String, f64> {
     let mut kinds = std::collections::BTreeMap::new();
@@ -119,7 +119,7 @@ pub fn thread_cpu_seconds_by_kind() -> std::collections::BTreeMap<String, f64> {
 }
 
 /// The CPU time, in seconds, of this process's threads whose name starts with `prefix`
-/// ([`task_cpu_seconds`]: to the nanosecond); 0 if none.
+/// (read to the nanosecond from each thread's `schedstat`); 0 if none.
 #[must_use]
 pub fn thread_cpu_seconds(prefix: &str) -> f64 {
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
