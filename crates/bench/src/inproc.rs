@@ -901,7 +901,7 @@ pub fn tax(options: &Options) -> Result<Vec<Table>, String> {
             tasks,
         );
         table.note("Table 1's runs with the writer and the healthy consumer as the server runs its reflector and a watch response: the writer is a task on a two-worker tokio runtime sleeping on the runtime's timer until each due time (its `send` dispatches inline as the reflector's does), the consumer a task on the same runtime polling the queue with its waker behind a wake relay (`cache::wake_relay`, as `http::watch` registers it), popping up to 64 items per poll and encoding each. A consumer woken by an inline step on a worker goes to that worker's own queue and runs when the writer's poll returns, with no thread wake-up; one woken from the dispatcher's or the catch-up thread is injected from outside and may wake a parked worker. The companions and the core's threads are table 1's.");
-        table.note("Latency: from the writer handing the revision to the dispatcher's channel to the healthy consumer popping it. Kubernetes' own benchmark of the same tax (the KEP's, `< 100 µs` with the gate on) measures goroutines, which are woken the same way.");
+        table.note("Latency: from the writer handing the revision to the dispatcher's channel to the healthy consumer popping it. Kubernetes' own benchmark of the same tax (the KEP's, `< 100 µs` with the gate on) measures goroutines, which Go's scheduler also runs first on the processor that woke them (its `runnext` slot).");
         table.note(PATTERNS_NOTE);
         table.note(VIA_THREAD_NOTE);
         tables.push(table);
