@@ -54,6 +54,11 @@
 //!   the watch responses that run takes.
 //! - A wake-up outside a batch (a runtime thread, any other thread) wakes the task directly,
 //!   as before the relay existed.
+//! - A [`RelayWaker`] is marked woken before its wake-up is passed on or collected
+//!   ([`RelayWaker::take_woken`]), so a consumer polled for any reason can tell whether its
+//!   waker fired since it last looked: a watch response parked on an empty queue answers the
+//!   polls that its own wake-ups did not cause (hyper's poll after each flush, socket
+//!   readiness) without taking the queue's locks.
 //! - When the relay stops (its [`WakeRelay`] dropped, or its runtime shut down), every waker
 //!   on its express list and then on its list is woken, in their order, and later wake-ups go
 //!   directly to their tasks.
@@ -329,6 +334,7 @@ impl WakeRelay {
         let forward = Arc::new(Forward {
             shared: self.shared.clone(),
             task: task.clone(),
+            woken: AtomicBool::new(false),
         });
         RelayWaker {
             waker: Waker::from(forward.clone()),
@@ -372,11 +378,22 @@ impl RelayWaker {
     pub fn waker(&self) -> &Waker {
         &self.waker
     }
+
+    /// Whether [`RelayWaker::waker`] was woken since the last call, clearing the mark. The
+    /// mark is set before the wake-up is passed on, so a poll that the wake-up causes sees it:
+    /// a consumer that registered this waker and found nothing can tell, at its next poll,
+    /// whether anything could have changed since (its task is also polled for other reasons:
+    /// hyper polls a body again after each flush and on socket readiness).
+    pub fn take_woken(&self) -> bool {
+        self.forward.woken.swap(false, Ordering::SeqCst)
+    }
 }
 
 struct Forward {
     shared: Arc<Shared>,
     task: Waker,
+    /// Woken since [`RelayWaker::take_woken`] last looked.
+    woken: AtomicBool,
 }
 
 impl Wake for Forward {
@@ -385,6 +402,8 @@ impl Wake for Forward {
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
+        // Before the task can be polled for this wake-up (see `RelayWaker::take_woken`).
+        self.woken.store(true, Ordering::SeqCst);
         let collected = !self.shared.stopped.load(Ordering::SeqCst)
             && BATCH.with(|b| match b.borrow_mut().as_mut() {
                 // Another server's relay (tests run several in one process): directly.
@@ -466,6 +485,47 @@ mod tests {
             expected,
             "every wake-up reaches its task once"
         );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_relay_waker_tells_whether_it_was_woken_since_it_was_last_asked() {
+        let relay = WakeRelay::start();
+        let pair = counts(2);
+        let task = Waker::from(pair[0].clone());
+        let waker = relay.waker(&task);
+        assert!(waker.wakes(&task));
+        assert!(!waker.take_woken(), "a new waker was not woken");
+        // Directly (outside a step), in a step woken directly, and relayed: each wake-up
+        // marks it before the task can be polled for it, and the mark is read once.
+        waker.waker().wake_by_ref();
+        assert_eq!(seen(&pair), [1, 0], "woken directly");
+        assert!(waker.take_woken());
+        assert!(!waker.take_woken(), "the mark is cleared by reading it");
+        let clone = waker.waker().clone();
+        std::thread::spawn(move || batched(move || clone.wake()))
+            .join()
+            .expect("waking thread");
+        assert!(waker.take_woken(), "woken by a step");
+        until_seen(&pair, &[2, 0]).await;
+        let others = relay_wakers(&relay, &counts(RELAY_MIN));
+        let first = relay.waker(&Waker::from(pair[1].clone()));
+        let relayed = first.waker().clone();
+        std::thread::spawn(move || {
+            batched(move || {
+                relayed.wake_by_ref();
+                for waker in &others {
+                    waker.wake_by_ref();
+                }
+            });
+        })
+        .join()
+        .expect("waking thread");
+        assert!(
+            first.take_woken(),
+            "marked when collected, before the relay runs"
+        );
+        until_seen(&pair, &[2, 1]).await;
+        assert!(!first.take_woken());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

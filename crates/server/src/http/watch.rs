@@ -152,6 +152,7 @@ pub async fn watch(
         done: false,
         delivered: app.debug.delivered_counter(&resource.name()),
         relay_waker: None,
+        parked: false,
     };
     // On shutdown the cache ends the watch (after a final bookmark when the client allows
     // bookmarks); the stream delivers what it was owed until then, and the connection layer
@@ -244,6 +245,9 @@ struct WatchStream {
     delivered: Arc<std::sync::atomic::AtomicU64>,
     /// The task's waker behind the server's wake relay, made at the first park.
     relay_waker: Option<crate::cache::wake_relay::RelayWaker>,
+    /// The last look at the queue found it empty and registered `relay_waker`: until that is
+    /// woken, the queue holds nothing new for this stream.
+    parked: bool,
 }
 
 impl Drop for WatchStream {
@@ -270,13 +274,26 @@ impl WatchStream {
             .is_some_and(|w| w.wakes(cx.waker()))
         {
             self.relay_waker = Some(self.app.wake_relay.waker(cx.waker()));
+            self.parked = false;
         }
-        let waker = self.relay_waker.as_ref().map_or(cx.waker(), |w| w.waker());
-        let end = ready!(self.watch.poll_pop_many(
-            &mut Context::from_waker(waker),
+        let relay = self.relay_waker.as_ref().expect("made above");
+        // Parked on the queue and not woken since: nothing in the queue changed (every change
+        // a consumer can see — an item, a refill to make, the end — wakes the registered
+        // waker), so the poll is answered without the queue's locks. Hyper polls a body that
+        // went pending once more after each flush, and the socket's readiness polls it too:
+        // two of every three polls of a watch response that writes one event per wake-up.
+        if !relay.take_woken() && self.parked {
+            return Poll::Pending;
+        }
+        let Poll::Ready(end) = self.watch.poll_pop_many(
+            &mut Context::from_waker(relay.waker()),
             self.chunk,
-            &mut self.buffer
-        ));
+            &mut self.buffer,
+        ) else {
+            self.parked = true;
+            return Poll::Pending;
+        };
+        self.parked = false;
         let stats = &self.resource.cache().metrics().encode;
         let events = self
             .buffer
