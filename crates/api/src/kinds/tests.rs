@@ -988,3 +988,104 @@ fn a_docker_config_secret_holds_a_json_object() {
         ]
     );
 }
+
+/// Goal: the pod update check's shortcut (`unchanged_but_updatable`, no copy of the spec) says
+/// "unchanged" exactly when the copy with the updatable fields taken from the old spec equals
+/// the old spec, for specs that differ (or not) in the updatable fields, the containers'
+/// other fields, non-map containers, lists of other lengths, the negative grace period's
+/// exception, and fields only one side has. Both answers occur often.
+#[test]
+fn unchanged_but_updatable_agrees_with_the_copy() {
+    let containers = [
+        Value::Null,
+        json!([]),
+        json!([{"name": "a", "image": "x"}]),
+        json!([{"name": "a", "image": "y"}]),
+        json!([{"name": "a"}]),
+        json!([{"name": "b", "image": "x"}]),
+        json!([{"name": "a", "image": "x"}, {"name": "c", "image": "z"}]),
+        json!([{"name": "a", "image": "x"}, "not a map"]),
+        json!(["not a map"]),
+    ];
+    let small = [
+        Value::Null,
+        json!(1),
+        json!(-1),
+        json!(30),
+        json!([{"key": "k", "tolerationSeconds": 5}]),
+        json!("n1"),
+    ];
+    let keys = [
+        "containers",
+        "initContainers",
+        "activeDeadlineSeconds",
+        "tolerations",
+        "terminationGracePeriodSeconds",
+        "nodeName",
+        "schedulingGates",
+    ];
+    // A seeded generator: the same pairs on every run.
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = |n: usize| {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        usize::try_from(state >> 33).unwrap_or(0) % n
+    };
+    let spec = |next: &mut dyn FnMut(usize) -> usize| {
+        let mut map = Map::new();
+        for key in keys {
+            // Absent a third of the time.
+            if next(3) == 0 {
+                continue;
+            }
+            let value = if key.ends_with("ontainers") {
+                containers[next(containers.len())].clone()
+            } else if key == "schedulingGates" {
+                Value::Null
+            } else {
+                small[next(small.len())].clone()
+            };
+            map.insert(key.to_owned(), value);
+        }
+        map
+    };
+    let (mut same, mut changed) = (0, 0);
+    for _ in 0..20_000 {
+        let old = spec(&mut next);
+        // Half the time a variation of the old spec in one field, so "unchanged" is common.
+        let new = if next(2) == 0 {
+            let mut new = old.clone();
+            let key = keys[next(keys.len())];
+            match next(3) {
+                0 => {
+                    new.remove(key);
+                }
+                1 if key.ends_with("ontainers") => {
+                    new.insert(key.to_owned(), containers[next(containers.len())].clone());
+                }
+                _ => {
+                    new.insert(key.to_owned(), small[next(small.len())].clone());
+                }
+            }
+            new
+        } else {
+            spec(&mut next)
+        };
+        let expected = munged_spec(&new, &old) == old;
+        assert_eq!(
+            unchanged_but_updatable(&new, &old),
+            expected,
+            "new {new:?}\nold {old:?}"
+        );
+        if expected {
+            same += 1;
+        } else {
+            changed += 1;
+        }
+    }
+    assert!(
+        same > 1_000 && changed > 1_000,
+        "{same} unchanged, {changed} changed"
+    );
+}

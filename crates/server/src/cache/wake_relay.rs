@@ -84,6 +84,11 @@ thread_local! {
     /// The relay of this thread's last step that woke a watch response through one (a driver
     /// thread serves one server's cache): the express list of its direct steps.
     static LAST_RELAY: RefCell<Option<Arc<Shared>>> = const { RefCell::new(None) };
+    /// The watch responses' list of this thread's last step that woke them directly, emptied,
+    /// for the next step (at most [`RELAY_MIN`] wakers' room: ~2 KiB per thread): a step of
+    /// 100 watch responses had grown a new one six times (4 KB allocated per write,
+    /// BENCHMARKS.md invocation BT).
+    static SPARE: RefCell<Vec<Waker>> = const { RefCell::new(Vec::new()) };
 }
 
 /// One step's wake-ups, held to its end: watch responses' and, released after them, readers'
@@ -112,7 +117,10 @@ pub fn batched<R>(step: impl FnOnce() -> R) -> R {
         if b.is_some() {
             false
         } else {
-            *b = Some(Batch::default());
+            *b = Some(Batch {
+                watchers: SPARE.with(RefCell::take),
+                ..Batch::default()
+            });
             true
         }
     });
@@ -147,8 +155,12 @@ fn flush(batch: Batch) {
         return;
     };
     if watchers.len() <= RELAY_MIN {
-        for waker in watchers {
+        let mut watchers = watchers;
+        for waker in watchers.drain(..) {
             waker.wake();
+        }
+        if watchers.capacity() <= RELAY_MIN {
+            SPARE.with(|spare| *spare.borrow_mut() = watchers);
         }
         if readers.is_empty() {
             return;

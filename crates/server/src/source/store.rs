@@ -975,9 +975,14 @@ impl StoreSource {
                 } else {
                     DeletePolicy::from_options(&delete_options(&body, true)?)?
                 };
-                let listed = writer
-                    .delete_collection(resource, namespace, &request.options, policy)
-                    .await?;
+                // Boxed: its state (17 KB, each object's delete in turn) is the largest of
+                // these, and inline it set the size of every request's future (the answer's,
+                // allocated per request whatever it does: BENCHMARKS.md, invocation BT).
+                let options = &request.options;
+                let listed = crate::http::boxed::pinned_in_place(|| {
+                    writer.delete_collection(resource, namespace, options, policy)
+                })
+                .await?;
                 Ok(deleted_list(resource, listed))
             }
             (method, _) => Err(ApiError::method_not_allowed_on_resource(method)),
