@@ -145,7 +145,7 @@ pub async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
         // Body and answer pass through as they are: no YAML, protobuf, indentation or gzip.
         // Boxed: awaited inline, its ~12.8 KB state machine made this handler's future (and
         // every layer's around it) that large for every request, proxied or not, and each
-        // layer moved it (~45 KB of copies per request; BENCHMARKS.md, invocation BT).
+        // layer moved it (69 KB of copies per PATCH; BENCHMARKS.md, invocation BT).
         return boxed::pinned_in_place(|| proxy_answer(&app, started, parts, body, user)).await;
     }
     let work = boxed::pinned_in_place(|| answer(app.clone(), started, parts, body, user));
