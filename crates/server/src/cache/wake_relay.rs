@@ -138,7 +138,7 @@ pub fn batched<R>(step: impl FnOnce() -> R) -> R {
 fn flush(batch: Batch) {
     let Batch {
         relay,
-        watchers,
+        mut watchers,
         readers,
     } = batch;
     let relay = match relay {
@@ -155,7 +155,6 @@ fn flush(batch: Batch) {
         return;
     };
     if watchers.len() <= RELAY_MIN {
-        let mut watchers = watchers;
         for waker in watchers.drain(..) {
             waker.wake();
         }
@@ -683,8 +682,25 @@ mod tests {
             );
         });
         assert_eq!(seen(&counts), vec![1; RELAY_MIN]);
+        // The step's list is kept, emptied (no waker held), for this thread's next step.
+        let spare = || SPARE.with(|spare| (spare.borrow().len(), spare.borrow().capacity()));
+        assert_eq!(spare(), (0, RELAY_MIN));
         wakers[0].wake_by_ref();
         assert_eq!(seen(&counts)[0], 2);
+        batched(|| {
+            assert_eq!(spare(), (0, 0), "taken by the step");
+            for waker in &wakers {
+                waker.wake_by_ref();
+            }
+        });
+        let mut expected = vec![2; RELAY_MIN];
+        expected[0] = 3;
+        assert_eq!(
+            seen(&counts),
+            expected,
+            "every wake-up once, through the kept list"
+        );
+        assert_eq!(spare(), (0, RELAY_MIN));
         assert_eq!(relay.batches_relayed(), 0);
     }
 

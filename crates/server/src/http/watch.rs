@@ -279,9 +279,10 @@ impl WatchStream {
         let relay = self.relay_waker.as_ref().expect("made above");
         // Parked on the queue and not woken since: nothing in the queue changed (every change
         // a consumer can see — an item, a refill to make, the end — wakes the registered
-        // waker), so the poll is answered without the queue's locks. Hyper polls a body that
-        // went pending once more after each flush, and the socket's readiness polls it too:
-        // two of every three polls of a watch response that writes one event per wake-up.
+        // waker), so the poll is answered without the queue's locks. A watch response that
+        // writes one event per wake-up is polled three times: for the chunk, right after it
+        // (which parks and registers the waker), and by hyper again after the flush (this
+        // one, and polls on socket readiness, are answered here).
         if !relay.take_woken() && self.parked {
             return Poll::Pending;
         }
