@@ -25,7 +25,9 @@
 //! ## Cost
 //! [`encode_frames`] shares the cached encoding of an object of [`SHARE_MIN_BYTES`] or more
 //! (a reference-counted clone between two static pieces of framing text: no copy and no
-//! allocation per watcher); smaller frames are copied together into one buffer,
+//! allocation per watcher; a MODIFIED event's whole frame, which the core writes around the
+//! object's JSON encoding in one buffer, as one piece); smaller frames are copied together
+//! into one buffer,
 //! which is cheaper than a piece each. A Table (when the client asked for tables) is built per
 //! frame.
 
@@ -37,6 +39,7 @@ use crate::protobuf::{
 };
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{Value, json};
+use watchkeeper_core::object::{FRAME_TAIL, MODIFIED_FRAME_HEAD};
 use watchkeeper_core::{EncodeStats, Encoding, EventType, Object, Revision, WatchItem};
 
 /// Objects whose encoding is at least this long are sent as a shared piece, not copied.
@@ -67,6 +70,17 @@ pub fn encode_frames<'a>(
 ) {
     let mut text = BytesMut::new();
     for item in items {
+        // A MODIFIED event's whole frame is one shared buffer: one piece, not three.
+        if cached_encoding(conversion) == Some(Encoding::Json)
+            && let Some(frame) = item.modified_frame(stats)
+            && frame.len() >= SHARE_MIN_BYTES + MODIFIED_FRAME_HEAD.len() + FRAME_TAIL.len()
+        {
+            if !text.is_empty() {
+                parts.push(text.split().freeze());
+            }
+            parts.push(frame);
+            continue;
+        }
         if let Some(encoding) = cached_encoding(conversion)
             && let Some((event_type, bytes)) = item.encoded(encoding, stats)
             && bytes.len() >= SHARE_MIN_BYTES
@@ -76,7 +90,7 @@ pub fn encode_frames<'a>(
             }
             parts.push(Bytes::from_static(frame_prefix(event_type)));
             parts.push(bytes);
-            parts.push(Bytes::from_static(b"}\n"));
+            parts.push(Bytes::from_static(FRAME_TAIL));
             continue;
         }
         encode_frame(&mut text, def, item, conversion, stats, now);
@@ -90,7 +104,7 @@ pub fn encode_frames<'a>(
 fn frame_prefix(event_type: EventType) -> &'static [u8] {
     match event_type {
         EventType::Added => b"{\"type\":\"ADDED\",\"object\":",
-        EventType::Modified => b"{\"type\":\"MODIFIED\",\"object\":",
+        EventType::Modified => MODIFIED_FRAME_HEAD,
         EventType::Deleted => b"{\"type\":\"DELETED\",\"object\":",
     }
 }
@@ -327,6 +341,99 @@ mod tests {
             .into_iter()
             .find(|d| d.plural == "configmaps")
             .unwrap()
+    }
+
+    /// Goal: a JSON watcher's frames are the same bytes whichever way they are pieced — a
+    /// MODIFIED event of a large object as the one buffer its JSON encoding lives in (no
+    /// copy, one piece), every other item as before — and every frame is one JSON document
+    /// of the type the watcher sees.
+    #[test]
+    fn a_large_modified_event_is_one_shared_piece_and_the_bytes_stay_the_frames() {
+        let stats = EncodeStats::default();
+        let old = configmap("big", 2, &"w".repeat(3000));
+        let big = configmap("big", 3, &"x".repeat(3000));
+        let small_old = configmap("small", 3, "y");
+        let small = configmap("small", 4, "z");
+        let modified = Arc::new(Event::new(3, Some(big.clone()), Some(old.clone())));
+        let small_modified = Arc::new(Event::new(4, Some(small.clone()), Some(small_old)));
+        let deleted = Arc::new(Event::new(5, None, Some(big.clone())));
+        let items = vec![
+            WatchItem::Event {
+                event_type: EventType::Modified,
+                event: modified.clone(),
+            },
+            // The same change seen by a watcher whose selection it entered.
+            WatchItem::Event {
+                event_type: EventType::Added,
+                event: modified.clone(),
+            },
+            WatchItem::Event {
+                event_type: EventType::Modified,
+                event: small_modified,
+            },
+            WatchItem::Initial(old),
+            WatchItem::Event {
+                event_type: EventType::Deleted,
+                event: deleted,
+            },
+            WatchItem::Bookmark {
+                revision: 5,
+                initial_events_end: false,
+            },
+            WatchItem::Event {
+                event_type: EventType::Modified,
+                event: modified,
+            },
+        ];
+        for conversion in [
+            Conversion::None,
+            Conversion::PartialObjectMetadata,
+            Conversion::Table,
+        ] {
+            let mut parts = Vec::new();
+            encode_frames(&mut parts, &def(), &items, conversion, &stats, 0);
+            let mut expected = BytesMut::new();
+            for item in &items {
+                encode_frame(&mut expected, &def(), item, conversion, &stats, 0);
+            }
+            assert_eq!(parts.concat(), expected.to_vec(), "{conversion:?}");
+            let text = String::from_utf8(parts.concat()).unwrap();
+            let types: Vec<String> = text
+                .lines()
+                .map(|line| serde_json::from_str::<Value>(line).unwrap()["type"].to_string())
+                .collect();
+            assert_eq!(
+                types,
+                [
+                    "\"MODIFIED\"",
+                    "\"ADDED\"",
+                    "\"MODIFIED\"",
+                    "\"ADDED\"",
+                    "\"DELETED\"",
+                    "\"BOOKMARK\"",
+                    "\"MODIFIED\""
+                ],
+                "{conversion:?}"
+            );
+            let json = big.encoded(Encoding::Json, &stats);
+            let whole = parts
+                .iter()
+                .filter(|part| part.len() == MODIFIED_FRAME_HEAD.len() + json.len() + 2)
+                .count();
+            if conversion == Conversion::None {
+                // Both MODIFIED frames of the large object: one piece each, the buffer the
+                // object's encoding is the middle of (no copy).
+                assert_eq!(whole, 2);
+                for part in parts.iter().filter(|part| part.len() > json.len()) {
+                    assert_eq!(
+                        part.as_ptr().wrapping_add(MODIFIED_FRAME_HEAD.len()),
+                        json.as_ptr()
+                    );
+                }
+            } else {
+                assert_eq!(whole, 0, "{conversion:?}");
+            }
+        }
     }
 
     #[test]

@@ -307,6 +307,21 @@ impl WatchItem {
         }
     }
 
+    /// The item's whole JSON watch frame when it is one shared buffer already: a MODIFIED
+    /// event's ([`Object::modified_frame`]); `None` for any other item.
+    pub fn modified_frame(&self, stats: &EncodeStats) -> Option<Bytes> {
+        match self {
+            WatchItem::Event {
+                event_type: EventType::Modified,
+                event,
+            } => event
+                .object
+                .as_ref()
+                .map(|object| object.modified_frame(stats).clone()),
+            _ => None,
+        }
+    }
+
     /// [`WatchItem::encoded`] in the external encoding ([`ExternalEncoder`]): the event type and
     /// the object's encoding (`None` inside when the object has none). Bookmarks return `None`.
     pub fn encoded_external(

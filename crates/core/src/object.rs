@@ -113,6 +113,10 @@ pub struct Object {
     /// [`Object::weight`] and [`Object::json_size`].
     measure: crate::weight::Measure,
     encoded: [OnceLock<Bytes>; ENCODINGS],
+    /// The JSON encoding's buffer: [`MODIFIED_FRAME_HEAD`], the encoding, [`FRAME_TAIL`] —
+    /// a JSON watcher's whole MODIFIED frame, the encoding being a slice of it (set with
+    /// it; see [`Object::modified_frame`]).
+    json_frame: OnceLock<Bytes>,
     /// Where the `metadata` map is in the JSON encoding (set with it, when `metadata` is a map).
     metadata_span: OnceLock<Range<usize>>,
     external: OnceLock<Option<Bytes>>,
@@ -140,6 +144,13 @@ const HINT_MARGIN: usize = 64;
 
 /// The first buffer of an encoding without a size hint (`serde_json::to_vec`'s).
 const UNHINTED_CAPACITY: usize = 128;
+
+/// The text before an object in a JSON watcher's MODIFIED event frame
+/// (`{"type":"MODIFIED","object":<object>}` and a newline, as kube-apiserver streams them).
+pub const MODIFIED_FRAME_HEAD: &[u8] = b"{\"type\":\"MODIFIED\",\"object\":";
+
+/// The text after the object in a JSON watch event frame.
+pub const FRAME_TAIL: &[u8] = b"}\n";
 
 /// The head of a `PartialObjectMetadata` encoding; the metadata and `}` follow.
 const PARTIAL_METADATA_HEAD: &[u8] =
@@ -194,6 +205,7 @@ impl Object {
             size_hint: 0,
             measure,
             encoded: Default::default(),
+            json_frame: OnceLock::new(),
             metadata_span: OnceLock::new(),
             external: OnceLock::new(),
             released: OnceLock::new(),
@@ -237,9 +249,15 @@ impl Object {
     /// encoding to be serialized on first use, as without this.
     #[must_use]
     pub fn with_json_written(self, written: &[u8], slot: &crate::order::RevisionSlot) -> Object {
-        let Some((json, span)) = slot.insert(written, self.resource_version) else {
+        let Some((frame, span)) = slot.insert_within(
+            written,
+            self.resource_version,
+            MODIFIED_FRAME_HEAD,
+            FRAME_TAIL,
+        ) else {
             return self;
         };
+        let json = self.set_json_frame(Bytes::from(frame));
         #[cfg(debug_assertions)]
         {
             let mut expected = Vec::new();
@@ -251,7 +269,7 @@ impl Object {
                 String::from_utf8_lossy(&expected)
             );
         }
-        let _ = self.encoded[Encoding::Json.slot()].set(Bytes::from(json));
+        let _ = self.encoded[Encoding::Json.slot()].set(json);
         let _ = self.metadata_span.set(span);
         self
     }
@@ -376,6 +394,26 @@ impl Object {
         })
     }
 
+    /// A JSON watcher's whole MODIFIED frame of this object ([`MODIFIED_FRAME_HEAD`], the
+    /// JSON encoding, [`FRAME_TAIL`]): one buffer shared by every such watcher, the JSON
+    /// encoding being the middle of it, so a watch sends one piece per event instead of three
+    /// and nothing is copied or kept twice. Made with the JSON encoding (serialized here on
+    /// first use like [`Object::encoded`]).
+    pub fn modified_frame(&self, stats: &EncodeStats) -> &Bytes {
+        self.encoded(Encoding::Json, stats);
+        self.json_frame
+            .get()
+            .expect("the JSON encoding is made with its frame")
+    }
+
+    /// Keeps `frame` (a MODIFIED frame around the JSON encoding) and returns the encoding,
+    /// the slice between its head and tail.
+    fn set_json_frame(&self, frame: Bytes) -> Bytes {
+        let json = frame.slice(MODIFIED_FRAME_HEAD.len()..frame.len() - FRAME_TAIL.len());
+        let _ = self.json_frame.set(frame);
+        json
+    }
+
     /// The first buffer for the JSON encoding.
     fn json_capacity(&self) -> usize {
         match self.encoded[Encoding::Json.slot()].get() {
@@ -404,15 +442,23 @@ impl Object {
         match encoding {
             // kube-apiserver's field order (`kind`, `apiVersion`, `metadata`, `spec`,
             // `status`): see [`crate::order`].
-            Encoding::Json => {
+            // At another resource version (a DELETED event's, not framed).
+            Encoding::Json if revision.is_some() => {
                 let mut out = Vec::with_capacity(self.json_capacity());
-                let span = crate::order::write_object_spanned(&mut out, &self.body, revision);
-                if revision.is_none()
-                    && let Some(span) = span
-                {
-                    let _ = self.metadata_span.set(span);
-                }
+                crate::order::write_object_spanned(&mut out, &self.body, revision);
                 cached(out)
+            }
+            // Written inside its MODIFIED frame (see [`Object::modified_frame`]).
+            Encoding::Json => {
+                let head = MODIFIED_FRAME_HEAD.len();
+                let mut out = Vec::with_capacity(head + self.json_capacity() + FRAME_TAIL.len());
+                out.extend_from_slice(MODIFIED_FRAME_HEAD);
+                let span = crate::order::write_object_spanned(&mut out, &self.body, None);
+                if let Some(span) = span {
+                    let _ = self.metadata_span.set(span.start - head..span.end - head);
+                }
+                out.extend_from_slice(FRAME_TAIL);
+                self.set_json_frame(cached(out))
             }
             Encoding::PartialMetadataJson => {
                 let metadata = self.body.get("metadata").unwrap_or(&Value::Null);
@@ -771,9 +817,30 @@ mod tests {
                             "{encoding:?} after {order:?}, hint {hint}: {body}"
                         );
                     }
+                    assert_framed(&object, &stats);
                 }
             }
         }
+    }
+
+    /// The object's MODIFIED frame is its JSON encoding between the frame's head and tail,
+    /// in the same buffer (the encoding is not a copy), and one JSON document.
+    fn assert_framed(object: &Object, stats: &EncodeStats) {
+        let json = object.encoded(Encoding::Json, stats).clone();
+        let frame = object.modified_frame(stats);
+        assert_eq!(frame[..MODIFIED_FRAME_HEAD.len()], *MODIFIED_FRAME_HEAD);
+        assert_eq!(frame[frame.len() - FRAME_TAIL.len()..], *FRAME_TAIL);
+        assert_eq!(
+            frame.as_ptr().wrapping_add(MODIFIED_FRAME_HEAD.len()),
+            json.as_ptr()
+        );
+        assert_eq!(
+            frame.len(),
+            MODIFIED_FRAME_HEAD.len() + json.len() + FRAME_TAIL.len()
+        );
+        let event: Value = serde_json::from_slice(frame).unwrap();
+        assert_eq!(event["type"], "MODIFIED");
+        assert_eq!(event["object"], *object.body());
     }
 
     /// Goal: an object given its JSON from the text written without its resource version has
@@ -806,6 +873,7 @@ mod tests {
                 );
             }
             assert_eq!(stats.serializations(), 1, "the metadata's copy only");
+            assert_framed(&object, &stats);
             let truncated = hinted(&body, 0).with_json_written(&written[..1], &slot);
             assert!(!truncated.is_encoded(Encoding::Json));
         }

@@ -549,6 +549,20 @@ impl RevisionSlot {
     /// bytes.
     #[must_use]
     pub fn insert(&self, written: &[u8], revision: u64) -> Option<(Vec<u8>, Range<usize>)> {
+        self.insert_within(written, revision, b"", b"")
+    }
+
+    /// [`RevisionSlot::insert`], the bytes written between `head` and `tail` in one buffer
+    /// (a watch frame's text around the object); the range is still within the object's
+    /// bytes (it starts at `head.len()` in the buffer).
+    #[must_use]
+    pub fn insert_within(
+        &self,
+        written: &[u8],
+        revision: u64,
+        head: &[u8],
+        tail: &[u8],
+    ) -> Option<(Vec<u8>, Range<usize>)> {
         if written.len() < self.metadata.end || !self.metadata.contains(&self.at) {
             return None;
         }
@@ -556,7 +570,8 @@ impl RevisionSlot {
         let mut digits = [0u8; 20];
         let digits = decimal(revision, &mut digits).as_bytes();
         let added = KEY.len() + digits.len() + 2;
-        let mut out = Vec::with_capacity(written.len() + added);
+        let mut out = Vec::with_capacity(head.len() + written.len() + added + tail.len());
+        out.extend_from_slice(head);
         out.extend_from_slice(&written[..self.at]);
         if self.preceded {
             out.push(b',');
@@ -568,7 +583,8 @@ impl RevisionSlot {
             out.push(b',');
         }
         out.extend_from_slice(&written[self.at..]);
-        let grown = out.len() - written.len();
+        let grown = out.len() - head.len() - written.len();
+        out.extend_from_slice(tail);
         Some((out, self.metadata.start..self.metadata.end + grown))
     }
 }
@@ -723,7 +739,19 @@ mod tests {
                     String::from_utf8(expected).unwrap(),
                     "{object} at {revision}"
                 );
-                assert_eq!(Some(span), expected_span, "{object} at {revision}");
+                assert_eq!(Some(span.clone()), expected_span, "{object} at {revision}");
+                // Between a head and a tail: the same bytes between them, the same span.
+                let (framed, framed_span) = slot
+                    .insert_within(written, revision, b"<head>", b"</>")
+                    .expect("fits");
+                assert_eq!(framed[..6], *b"<head>");
+                assert_eq!(framed[framed.len() - 3..], *b"</>");
+                assert_eq!(
+                    framed[6..framed.len() - 3],
+                    out[..],
+                    "{object} at {revision}"
+                );
+                assert_eq!(framed_span, span, "{object} at {revision}");
             }
             assert_eq!(slot.insert(&written[..slot.metadata.end - 1], 1), None);
         }
