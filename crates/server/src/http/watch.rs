@@ -303,7 +303,6 @@ impl WatchStream {
             .count();
         self.delivered
             .fetch_add(events as u64, std::sync::atomic::Ordering::Relaxed);
-        let now = now_unix();
         let mut failed = None;
         match self.format {
             // Tables are made here (an event's once for all its watchers, per second; an
@@ -328,6 +327,8 @@ impl WatchStream {
                     .sum::<usize>()
                     .saturating_mul(columns);
                 let (def, buffer) = (&self.resource.def, &self.buffer);
+                // The second the ages are computed in.
+                let now = now_unix();
                 self.app.offload.hand_on(size, || {
                     encode_frames(parts, def, buffer, Conversion::Table, stats, now);
                 });
@@ -338,7 +339,8 @@ impl WatchStream {
                 &self.buffer,
                 self.conversion,
                 stats,
-                now,
+                // Only a Table reads the clock (a read per chunk otherwise).
+                0,
             ),
             Format::Protobuf => {
                 failed = encode_protobuf_frames(
