@@ -873,6 +873,20 @@ impl Watch {
         self.queue.poll_pop_many(cx, max, out)
     }
 
+    /// Pops up to `max` items, and whether `cx`'s waker is registered: when nothing was
+    /// popped, or when the pop emptied a queue only pushes refill (see
+    /// [`WatchQueue::poll_pop_many_parking`]). Until the waker fires, a poll would find
+    /// nothing new.
+    pub fn poll_pop_many_parking(
+        &self,
+        cx: &mut Context<'_>,
+        max: usize,
+        out: &mut Vec<WatchItem>,
+    ) -> (Poll<Option<WatchEnd>>, bool) {
+        self.refill();
+        self.queue.poll_pop_many_parking(cx, max, out)
+    }
+
     /// Whether the watch has ended (its end is queued).
     #[must_use]
     pub fn state(&self) -> WatcherState {

@@ -762,26 +762,47 @@ impl WatchQueue {
         max: usize,
         out: &mut Vec<WatchItem>,
     ) -> Poll<Option<WatchEnd>> {
+        self.poll_pop_many_parking(cx, max, out).0
+    }
+
+    /// [`WatchQueue::poll_pop_many`], also registering `cx`'s waker when the pop empties the
+    /// queue, in the same lock, if only a push or the end can give the consumer more (no
+    /// refill of its own to make, no end queued): then `true` with the items. Until that
+    /// waker fires the consumer's next poll would find the queue empty and register the same
+    /// waker, so it may answer `Pending` without looking (a watch response is polled again
+    /// right after each chunk: one lock per delivery less). A push while the consumer is still
+    /// running wakes it, as a push after that next poll would.
+    pub fn poll_pop_many_parking(
+        &self,
+        cx: &mut Context<'_>,
+        max: usize,
+        out: &mut Vec<WatchItem>,
+    ) -> (Poll<Option<WatchEnd>>, bool) {
         let mut inner = self.lock();
         let take = inner.items.len().min(max);
         if take > 0 {
             out.extend(inner.items.drain(..take));
+            let mut parked = false;
             if inner.items.is_empty() {
                 inner.drained = true;
                 inner.emptied_since_growth = true;
                 let refilled_by_consumer = inner.refill.is_some();
+                if !refilled_by_consumer && inner.end.is_none() && !inner.cut {
+                    inner.consumer_waker = Some(cx.waker().clone());
+                    parked = true;
+                }
                 drop(inner);
                 if !refilled_by_consumer {
                     self.emptied();
                 }
             }
-            return Poll::Ready(None);
+            return (Poll::Ready(None), parked);
         }
         if let Some(end) = &inner.end {
-            return Poll::Ready(Some(end.clone()));
+            return (Poll::Ready(Some(end.clone())), false);
         }
         inner.consumer_waker = Some(cx.waker().clone());
-        Poll::Pending
+        (Poll::Pending, true)
     }
 
     /// The consumer is gone: pushes fail from now on and the owner drops the watcher.
@@ -1039,6 +1060,94 @@ mod tests {
         assert_eq!(queue.push(bookmark(6)), PushResult::Pushed);
         assert!(matches!(queue.try_pop(), Pop::Item(_)));
         assert!(raised(&drain).is_empty());
+    }
+
+    /// Goal: a pop that empties the queue registers the consumer's waker with it, exactly
+    /// when only a push or the end can bring the consumer more: the next push, the end and
+    /// a refill to make each wake it; a pop that leaves items, empties a queue its consumer
+    /// refills, or takes the end registers nothing.
+    #[test]
+    fn a_pop_that_empties_the_queue_parks_the_consumer_with_it() {
+        struct Count(std::sync::atomic::AtomicUsize);
+        impl std::task::Wake for Count {
+            fn wake(self: Arc<Self>) {
+                self.0.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let count = Arc::new(Count(std::sync::atomic::AtomicUsize::new(0)));
+        let woken = || count.0.load(Ordering::Relaxed);
+        let waker = Waker::from(count.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut out = Vec::new();
+        let queue = WatchQueue::new(4);
+        queue.push(bookmark(1));
+        queue.push(bookmark(2));
+        // Leaves an item: not parked, and a push wakes nobody.
+        assert_eq!(
+            queue.poll_pop_many_parking(&mut cx, 1, &mut out),
+            (Poll::Ready(None), false)
+        );
+        queue.push(bookmark(3));
+        assert_eq!(woken(), 0);
+        // Empties it: parked, and the next push wakes the consumer (once).
+        assert_eq!(
+            queue.poll_pop_many_parking(&mut cx, 8, &mut out),
+            (Poll::Ready(None), true)
+        );
+        assert_eq!(
+            out.iter().map(WatchItem::revision).collect::<Vec<_>>(),
+            [1, 2, 3]
+        );
+        queue.push(bookmark(4));
+        assert_eq!(woken(), 1);
+        queue.push(bookmark(5));
+        assert_eq!(woken(), 1);
+        // Parked again by an emptying pop: the end wakes it, and is what it reads next.
+        out.clear();
+        assert_eq!(
+            queue.poll_pop_many_parking(&mut cx, 8, &mut out),
+            (Poll::Ready(None), true)
+        );
+        queue.push_end(WatchEnd::Deadline);
+        assert_eq!(woken(), 2);
+        assert_eq!(
+            queue.poll_pop_many_parking(&mut cx, 8, &mut out),
+            (Poll::Ready(Some(WatchEnd::Deadline)), false)
+        );
+        // Nothing found: parked (the waker registered), as `poll_pop_many` does.
+        let queue = WatchQueue::new(4);
+        assert_eq!(
+            queue.poll_pop_many_parking(&mut cx, 8, &mut out),
+            (Poll::Pending, true)
+        );
+        // An emptying pop with the end already queued behind the items: not parked.
+        queue.push(bookmark(6));
+        queue.push_end(WatchEnd::Deadline);
+        let before = woken();
+        assert_eq!(
+            queue.poll_pop_many_parking(&mut cx, 8, &mut out),
+            (Poll::Ready(None), false)
+        );
+        assert_eq!(woken(), before);
+        // A queue its consumer refills: emptying it registers nothing (the consumer's next
+        // poll refills it).
+        let queue = WatchQueue::new(4);
+        queue.push(bookmark(7));
+        assert!(queue.install_refill(refill_at(7)).is_ok());
+        assert_eq!(
+            queue.poll_pop_many_parking(&mut cx, 8, &mut out),
+            (Poll::Ready(None), false)
+        );
+        // An emptying pop parks; installing a refill then wakes the consumer.
+        let queue = WatchQueue::new(4);
+        queue.push(bookmark(8));
+        assert_eq!(
+            queue.poll_pop_many_parking(&mut cx, 8, &mut out),
+            (Poll::Ready(None), true)
+        );
+        let before = woken();
+        assert!(queue.install_refill(refill_at(8)).is_ok());
+        assert_eq!(woken(), before + 1, "the consumer must refill now");
     }
 
     #[test]

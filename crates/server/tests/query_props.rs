@@ -219,7 +219,8 @@ fn numbers_survive_the_watch_encoder_exactly() {
 proptest! {
     /// The pieces a watch body is sent in (large objects shared, small frames copied together)
     /// concatenate to exactly the frames one by one, and every object of `SHARE_MIN_BYTES` or
-    /// more is a piece of its own: the shared cached encoding, not a copy.
+    /// more is a piece of its own: the shared cached encoding, not a copy (a MODIFIED event's
+    /// whole frame, the buffer the encoding lives in).
     #[test]
     fn watch_body_pieces_are_the_frames_with_large_objects_shared(
         sizes in proptest::collection::vec(0..3 * SHARE_MIN_BYTES, 0..12),
@@ -268,8 +269,18 @@ proptest! {
             } else {
                 watchkeeper_core::Encoding::Json
             };
-            if let Some((_, bytes)) = item.encoded(encoding, &stats) {
-                let shared = parts.iter().any(|p| p.as_ptr() == bytes.as_ptr() && p.len() == bytes.len());
+            if let Some((event_type, bytes)) = item.encoded(encoding, &stats) {
+                // A piece is the encoding itself, or (a MODIFIED event's JSON) the one buffer
+                // of its whole frame, with the encoding in it (not a copy).
+                let framed = event_type == EventType::Modified && encoding == watchkeeper_core::Encoding::Json;
+                let head = watchkeeper_core::object::MODIFIED_FRAME_HEAD.len();
+                let shared = parts.iter().any(|p| {
+                    if framed {
+                        p.as_ptr().wrapping_add(head) == bytes.as_ptr() && p.len() == head + bytes.len() + 2
+                    } else {
+                        p.as_ptr() == bytes.as_ptr() && p.len() == bytes.len()
+                    }
+                });
                 prop_assert_eq!(shared, conversion != Conversion::Table && bytes.len() >= SHARE_MIN_BYTES);
             }
         }

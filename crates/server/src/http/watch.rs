@@ -280,21 +280,22 @@ impl WatchStream {
         // Parked on the queue and not woken since: nothing in the queue changed (every change
         // a consumer can see — an item, a refill to make, the end — wakes the registered
         // waker), so the poll is answered without the queue's locks. A watch response that
-        // writes one event per wake-up is polled three times: for the chunk, right after it
-        // (which parks and registers the waker), and by hyper again after the flush (this
-        // one, and polls on socket readiness, are answered here).
+        // writes one event per wake-up is polled three times: for the chunk (whose pop, when
+        // it empties the queue, parks and registers the waker in the same lock), right after
+        // it, and by hyper again after the flush (these two, and polls on socket readiness,
+        // are answered here).
         if !relay.take_woken() && self.parked {
             return Poll::Pending;
         }
-        let Poll::Ready(end) = self.watch.poll_pop_many(
+        let (polled, parked) = self.watch.poll_pop_many_parking(
             &mut Context::from_waker(relay.waker()),
             self.chunk,
             &mut self.buffer,
-        ) else {
-            self.parked = true;
+        );
+        self.parked = parked;
+        let Poll::Ready(end) = polled else {
             return Poll::Pending;
         };
-        self.parked = false;
         let stats = &self.resource.cache().metrics().encode;
         let events = self
             .buffer
