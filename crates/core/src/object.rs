@@ -4,8 +4,10 @@
 //! attributes (namespace, name, labels, fields) are extracted once, when it enters the cache, so
 //! selection never re-parses the body. Its wire encoding is computed at most once per
 //! [`Encoding`] and cached inside the object: every watch event, initial-state replay and LIST
-//! that carries this object at this resource version shares the same bytes. Counting happens in
-//! [`EncodeStats`], which the caller passes in, so several caches can report separately.
+//! that carries this object at this resource version shares the same bytes. The JSON encoding
+//! is written inside the JSON watch frame of a MODIFIED event ([`Object::modified_frame`]), so
+//! that frame is one shared buffer too. Counting happens in [`EncodeStats`], which the caller
+//! passes in, so several caches can report separately.
 
 use std::collections::BTreeMap;
 use std::ops::Range;
