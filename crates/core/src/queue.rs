@@ -1080,14 +1080,14 @@ mod tests {
         let mut cx = Context::from_waker(&waker);
         let mut out = Vec::new();
         let queue = WatchQueue::new(4);
-        queue.push(bookmark(1));
-        queue.push(bookmark(2));
+        assert_eq!(queue.push(bookmark(1)), PushResult::Pushed);
+        assert_eq!(queue.push(bookmark(2)), PushResult::Pushed);
         // Leaves an item: not parked, and a push wakes nobody.
         assert_eq!(
             queue.poll_pop_many_parking(&mut cx, 1, &mut out),
             (Poll::Ready(None), false)
         );
-        queue.push(bookmark(3));
+        assert_eq!(queue.push(bookmark(3)), PushResult::Pushed);
         assert_eq!(woken(), 0);
         // Empties it: parked, and the next push wakes the consumer (once).
         assert_eq!(
@@ -1098,9 +1098,9 @@ mod tests {
             out.iter().map(WatchItem::revision).collect::<Vec<_>>(),
             [1, 2, 3]
         );
-        queue.push(bookmark(4));
+        assert_eq!(queue.push(bookmark(4)), PushResult::Pushed);
         assert_eq!(woken(), 1);
-        queue.push(bookmark(5));
+        assert_eq!(queue.push(bookmark(5)), PushResult::Pushed);
         assert_eq!(woken(), 1);
         // Parked again by an emptying pop: the end wakes it, and is what it reads next.
         out.clear();
@@ -1121,7 +1121,7 @@ mod tests {
             (Poll::Pending, true)
         );
         // An emptying pop with the end already queued behind the items: not parked.
-        queue.push(bookmark(6));
+        assert_eq!(queue.push(bookmark(6)), PushResult::Pushed);
         queue.push_end(WatchEnd::Deadline);
         let before = woken();
         assert_eq!(
@@ -1132,7 +1132,7 @@ mod tests {
         // A queue its consumer refills: emptying it registers nothing (the consumer's next
         // poll refills it).
         let queue = WatchQueue::new(4);
-        queue.push(bookmark(7));
+        assert_eq!(queue.push(bookmark(7)), PushResult::Pushed);
         assert!(queue.install_refill(refill_at(7)).is_ok());
         assert_eq!(
             queue.poll_pop_many_parking(&mut cx, 8, &mut out),
@@ -1140,7 +1140,7 @@ mod tests {
         );
         // An emptying pop parks; installing a refill then wakes the consumer.
         let queue = WatchQueue::new(4);
-        queue.push(bookmark(8));
+        assert_eq!(queue.push(bookmark(8)), PushResult::Pushed);
         assert_eq!(
             queue.poll_pop_many_parking(&mut cx, 8, &mut out),
             (Poll::Ready(None), true)
