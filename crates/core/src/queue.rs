@@ -762,7 +762,7 @@ impl WatchQueue {
         max: usize,
         out: &mut Vec<WatchItem>,
     ) -> Poll<Option<WatchEnd>> {
-        self.poll_pop_many_parking(cx, max, out).0
+        self.pop_many(cx, max, out, false).0
     }
 
     /// [`WatchQueue::poll_pop_many`], also registering `cx`'s waker when the pop empties the
@@ -778,6 +778,17 @@ impl WatchQueue {
         max: usize,
         out: &mut Vec<WatchItem>,
     ) -> (Poll<Option<WatchEnd>>, bool) {
+        self.pop_many(cx, max, out, true)
+    }
+
+    /// Both pops: `park_on_empty` registers the waker when the pop empties the queue too.
+    fn pop_many(
+        &self,
+        cx: &mut Context<'_>,
+        max: usize,
+        out: &mut Vec<WatchItem>,
+        park_on_empty: bool,
+    ) -> (Poll<Option<WatchEnd>>, bool) {
         let mut inner = self.lock();
         let take = inner.items.len().min(max);
         if take > 0 {
@@ -787,7 +798,7 @@ impl WatchQueue {
                 inner.drained = true;
                 inner.emptied_since_growth = true;
                 let refilled_by_consumer = inner.refill.is_some();
-                if !refilled_by_consumer && inner.end.is_none() && !inner.cut {
+                if park_on_empty && !refilled_by_consumer && inner.end.is_none() && !inner.cut {
                     inner.consumer_waker = Some(cx.waker().clone());
                     parked = true;
                 }
@@ -1114,6 +1125,13 @@ mod tests {
             queue.poll_pop_many_parking(&mut cx, 8, &mut out),
             (Poll::Ready(Some(WatchEnd::Deadline)), false)
         );
+        // `poll_pop_many` does not register at an emptying pop: a push then wakes nobody.
+        let plain = WatchQueue::new(4);
+        assert_eq!(plain.push(bookmark(1)), PushResult::Pushed);
+        assert_eq!(plain.poll_pop_many(&mut cx, 8, &mut out), Poll::Ready(None));
+        let before = woken();
+        assert_eq!(plain.push(bookmark(2)), PushResult::Pushed);
+        assert_eq!(woken(), before);
         // Nothing found: parked (the waker registered), as `poll_pop_many` does.
         let queue = WatchQueue::new(4);
         assert_eq!(
