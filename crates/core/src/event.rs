@@ -317,7 +317,7 @@ impl WatchItem {
             } => event
                 .object
                 .as_ref()
-                .map(|object| object.modified_frame(stats).clone()),
+                .and_then(|object| object.modified_frame(stats).cloned()),
             _ => None,
         }
     }

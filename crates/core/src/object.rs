@@ -400,12 +400,11 @@ impl Object {
     /// JSON encoding, [`FRAME_TAIL`]): one buffer shared by every such watcher, the JSON
     /// encoding being the middle of it, so a watch sends one piece per event instead of three
     /// and nothing is copied or kept twice. Made with the JSON encoding (serialized here on
-    /// first use like [`Object::encoded`]).
-    pub fn modified_frame(&self, stats: &EncodeStats) -> &Bytes {
+    /// first use like [`Object::encoded`]). Both ways of making the encoding make the frame
+    /// with it, so this is never `None` once the encoding is made.
+    pub fn modified_frame(&self, stats: &EncodeStats) -> Option<&Bytes> {
         self.encoded(Encoding::Json, stats);
-        self.json_frame
-            .get()
-            .expect("the JSON encoding is made with its frame")
+        self.json_frame.get()
     }
 
     /// Keeps `frame` (a MODIFIED frame around the JSON encoding) and returns the encoding,
@@ -829,7 +828,9 @@ mod tests {
     /// in the same buffer (the encoding is not a copy), and one JSON document.
     fn assert_framed(object: &Object, stats: &EncodeStats) {
         let json = object.encoded(Encoding::Json, stats).clone();
-        let frame = object.modified_frame(stats);
+        let frame = object
+            .modified_frame(stats)
+            .expect("made with the encoding");
         assert_eq!(frame[..MODIFIED_FRAME_HEAD.len()], *MODIFIED_FRAME_HEAD);
         assert_eq!(frame[frame.len() - FRAME_TAIL.len()..], *FRAME_TAIL);
         assert_eq!(
