@@ -78,7 +78,7 @@ pub fn encode_frames<'a>(
             if !text.is_empty() {
                 parts.push(text.split().freeze());
             }
-            parts.push(frame);
+            parts.push(frame.clone());
             continue;
         }
         if let Some(encoding) = cached_encoding(conversion)

@@ -309,7 +309,7 @@ impl WatchItem {
 
     /// The item's whole JSON watch frame when it is one shared buffer already: a MODIFIED
     /// event's ([`Object::modified_frame`]); `None` for any other item.
-    pub fn modified_frame(&self, stats: &EncodeStats) -> Option<Bytes> {
+    pub fn modified_frame(&self, stats: &EncodeStats) -> Option<&Bytes> {
         match self {
             WatchItem::Event {
                 event_type: EventType::Modified,
@@ -317,7 +317,7 @@ impl WatchItem {
             } => event
                 .object
                 .as_ref()
-                .and_then(|object| object.modified_frame(stats).cloned()),
+                .and_then(|object| object.modified_frame(stats)),
             _ => None,
         }
     }
