@@ -1073,19 +1073,23 @@ mod tests {
         assert!(raised(&drain).is_empty());
     }
 
+    /// A waker that counts its wakes.
+    #[derive(Default)]
+    struct Count(std::sync::atomic::AtomicUsize);
+
+    impl std::task::Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     /// Goal: a pop that empties the queue registers the consumer's waker with it, exactly
     /// when only a push or the end can bring the consumer more: the next push, the end and
     /// a refill to make each wake it; a pop that leaves items, empties a queue its consumer
     /// refills, or takes the end registers nothing.
     #[test]
     fn a_pop_that_empties_the_queue_parks_the_consumer_with_it() {
-        struct Count(std::sync::atomic::AtomicUsize);
-        impl std::task::Wake for Count {
-            fn wake(self: Arc<Self>) {
-                self.0.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        let count = Arc::new(Count(std::sync::atomic::AtomicUsize::new(0)));
+        let count = Arc::new(Count::default());
         let woken = || count.0.load(Ordering::Relaxed);
         let waker = Waker::from(count.clone());
         let mut cx = Context::from_waker(&waker);
@@ -1170,13 +1174,7 @@ mod tests {
 
     #[test]
     fn installing_a_refill_wakes_a_parked_consumer() {
-        struct Count(std::sync::atomic::AtomicUsize);
-        impl std::task::Wake for Count {
-            fn wake(self: Arc<Self>) {
-                self.0.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        let count = Arc::new(Count(std::sync::atomic::AtomicUsize::new(0)));
+        let count = Arc::new(Count::default());
         let waker = Waker::from(count.clone());
         let mut cx = Context::from_waker(&waker);
         let queue = WatchQueue::new(2);
