@@ -776,8 +776,10 @@ pub fn fanout_http_once(
     secs: f64,
     inflight: usize,
 ) -> Result<FanoutRun, String> {
+    let history = PROFILE_HISTORY_MAX.load(std::sync::atomic::Ordering::Relaxed);
     let running = Running::start(ServeArgs {
         runtime_workers: options.runtime_workers,
+        history_capacity_max: (history > 0).then_some(history),
         ..ServeArgs::default()
     })?;
     let addr = running.addr;
@@ -898,7 +900,11 @@ fn drive_fanout(
 /// Set by `__profile --live`: the run tracks live heap bytes over its window.
 static PROFILE_LIVE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// `watchkeeper-bench __profile [--pipe] [--live] [--runtime-workers N] --watchers W --events K --rate R`: one fixed
+/// Set by `__profile --history-capacity-max N` (0: the server's default): a history that
+/// fills within the run, to see a write's cost once evicted versions make room for new ones.
+static PROFILE_HISTORY_MAX: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// `watchkeeper-bench __profile [--pipe] [--live] [--runtime-workers N] [--history-capacity-max N] --watchers W --events K --rate R`: one fixed
 /// fan-out run (K writes to W watchers, clients in a child process) against watchkeeper or the
 /// bare pipe, printing the figures as JSON (`--live`: also the live heap's growth per write over
 /// the run, by size class). Run it under `valgrind --tool=callgrind
@@ -915,6 +921,10 @@ pub fn profile_main(exe: std::path::PathBuf, args: &[String]) -> i32 {
     let pipe = args.iter().any(|a| a == "--pipe");
     PROFILE_LIVE.store(
         args.iter().any(|a| a == "--live"),
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    PROFILE_HISTORY_MAX.store(
+        arg(args, "--history-capacity-max").unwrap_or(0),
         std::sync::atomic::Ordering::Relaxed,
     );
     let mut options = match Options::parse(&[], exe) {
