@@ -798,7 +798,8 @@ impl WatchQueue {
                 inner.drained = true;
                 inner.emptied_since_growth = true;
                 let refilled_by_consumer = inner.refill.is_some();
-                if park_on_empty && !refilled_by_consumer && inner.end.is_none() && !inner.cut {
+                // (A cut queues its end: `end` covers it.)
+                if park_on_empty && !refilled_by_consumer && inner.end.is_none() {
                     inner.consumer_waker = Some(cx.waker().clone());
                     parked = true;
                 }

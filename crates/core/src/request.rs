@@ -168,11 +168,8 @@ impl Selection {
 
     /// [`Selection::matches`] without the namespace, name and trigger: for an object already
     /// known to be in this watcher's scope route.
-    /// A selector of everything (most watchers' labels and fields) is not evaluated: per
-    /// watcher and event on the dispatcher's path, twice per event (object and previous).
     fn matches_in_scope(&self, object: &Object) -> bool {
-        (self.labels.is_everything() || self.labels.matches(object.labels()))
-            && (self.fields.is_everything() || self.fields.matches(object.fields()))
+        self.labels.matches(object.labels()) && self.fields.matches(object.fields())
     }
 
     /// The event as this watcher sees it: ADDED when the object enters the selection, DELETED

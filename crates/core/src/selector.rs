@@ -416,6 +416,11 @@ impl LabelSelector {
     /// `min(distinct keys, labels)` keys looked at, see the module documentation).
     #[must_use]
     pub fn matches(&self, labels: &impl Lookup) -> bool {
+        // A selector of everything (most watchers') is not evaluated: the dispatcher asks
+        // per watcher, twice per event (object and previous).
+        if self.is_everything() {
+            return true;
+        }
         let requirements = &self.requirements;
         self.plan.matches(
             labels,
@@ -1183,6 +1188,10 @@ impl FieldSelector {
     /// through the selector's plan, as [`LabelSelector::matches`]).
     #[must_use]
     pub fn matches(&self, fields: &impl Lookup) -> bool {
+        // As the label selector's: a selector of everything is not evaluated.
+        if self.is_everything() {
+            return true;
+        }
         let requirements = &self.requirements;
         self.plan.matches(
             fields,
