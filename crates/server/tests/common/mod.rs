@@ -282,7 +282,12 @@ impl WatchReader {
                 self.ended = true;
                 None
             }
-            Err(_) => None,
+            Err(error) => {
+                // Said, so that a test failing on the missing event shows why it is missing.
+                eprintln!("the watch stream failed: {error}");
+                self.ended = true;
+                None
+            }
         }
     }
 }
