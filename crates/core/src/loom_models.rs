@@ -4,6 +4,7 @@
 //! interleaving and memory-model outcome loom explores, and asserts that no wake-up and no
 //! news is lost:
 //! - a consumer that finds its queue empty and parks is woken by the next push;
+//! - a consumer handed a refill while it runs makes it or is woken to;
 //! - a consumer that empties the queue of a watcher the worker owns (after the worker found it
 //!   full and dropped it from its candidates) always reaches the worker through the drain
 //!   signal;
@@ -76,6 +77,45 @@ fn a_parked_consumer_is_woken_by_the_next_push() {
             Poll::Pending => assert!(woken.is_set(), "parked on an empty queue, never woken"),
             Poll::Ready(_) => assert_eq!(out.len(), 1),
         }
+    });
+}
+
+#[test]
+fn a_refill_handed_to_a_running_consumer_is_made() {
+    loom::model(|| {
+        let queue = Arc::new(WatchQueue::new(2));
+        // The worker hands the watcher to its consumer, which is running (woken: its waker
+        // is not registered).
+        let worker = {
+            let queue = queue.clone();
+            loom::thread::spawn(move || {
+                let refill = crate::queue::Refill {
+                    position: 0,
+                    selection: Arc::new(crate::request::Selection::new(
+                        &crate::WatchRequest::new(crate::WatchStart::Now),
+                        None,
+                    )),
+                    pushed: 0,
+                    stuck: false,
+                };
+                assert!(queue.install_refill(refill).is_ok());
+            })
+        };
+        let woken = Flag::new();
+        let waker = Waker::from(woken.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut out = Vec::new();
+        // Its refill (the history holds nothing more: stuck, which raises the drain signal
+        // for the worker), then its pop.
+        queue.refill_with(|items, _, _| items.is_empty());
+        let (polled, _) = queue.poll_pop_many_parking(&mut cx, 8, &mut out);
+        worker.join().unwrap();
+        assert!(polled.is_pending());
+        let stuck = queue.take_refill().is_some_and(|refill| refill.stuck);
+        assert!(
+            woken.is_set() || stuck,
+            "handed a refill it never made, and never woken to make it"
+        );
     });
 }
 

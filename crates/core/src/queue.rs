@@ -813,6 +813,15 @@ impl WatchQueue {
         if let Some(end) = &inner.end {
             return (Poll::Ready(Some(end.clone())), false);
         }
+        // A refill not yet stuck in an empty queue was installed after the consumer last
+        // refilled (a refill it runs either queues something or is stuck: see
+        // `WatchQueue::refill_with`), while its waker was not registered here: nothing else
+        // will wake it (the worker left the watcher to it), so it is woken now to make it.
+        if inner.refill.as_ref().is_some_and(|refill| !refill.stuck) {
+            drop(inner);
+            cx.waker().wake_by_ref();
+            return (Poll::Pending, false);
+        }
         inner.consumer_waker = Some(cx.waker().clone());
         (Poll::Pending, true)
     }
@@ -1200,6 +1209,50 @@ mod tests {
         assert!(queue.has_refill());
         queue.close();
         assert!(queue.take_refill().is_some());
+    }
+
+    /// Goal: a refill installed while its consumer runs — woken (its waker taken) and past its
+    /// own refill, not yet at its pop — is not lost: the pop that finds the queue empty wakes
+    /// the consumer again instead of parking it (the worker left the watcher to its consumer,
+    /// so nothing else would; a watch in its initial phase then ended after 30 s with
+    /// `initial_no_progress`, stop 66's CI). A stuck refill parks it as before.
+    #[test]
+    fn a_refill_installed_while_the_consumer_runs_wakes_it_at_its_pop() {
+        let count = Arc::new(Count::default());
+        let woken = || count.0.load(Ordering::Relaxed);
+        let waker = Waker::from(count.clone());
+        let mut cx = Context::from_waker(&waker);
+        let queue = WatchQueue::new(4);
+        let mut out = Vec::new();
+        // Parked, then woken by a push (which takes the waker) and running: it took the item.
+        assert_eq!(
+            queue.poll_pop_many_parking(&mut cx, 8, &mut out),
+            (Poll::Pending, true)
+        );
+        assert_eq!(queue.push(bookmark(1)), PushResult::Pushed);
+        assert_eq!(woken(), 1);
+        assert_eq!(queue.poll_pop_many(&mut cx, 8, &mut out), Poll::Ready(None));
+        // It has refilled (nothing to refill yet) when the worker installs one: no waker to wake.
+        queue.refill_with(|_, _, _| unreachable!("no refill installed yet"));
+        assert!(queue.install_refill(refill_at(1)).is_ok());
+        assert_eq!(woken(), 1);
+        // Its pop finds nothing: woken again, not parked, for both pops.
+        assert_eq!(
+            queue.poll_pop_many_parking(&mut cx, 8, &mut out),
+            (Poll::Pending, false)
+        );
+        assert_eq!(woken(), 2);
+        assert_eq!(queue.poll_pop_many(&mut cx, 8, &mut out), Poll::Pending);
+        assert_eq!(woken(), 3);
+        // Its next refill finds nothing more: stuck, and the pop parks it (the worker takes the
+        // refill back, raised by the drain signal).
+        queue.refill_with(|items, _, _| items.is_empty());
+        assert_eq!(
+            queue.poll_pop_many_parking(&mut cx, 8, &mut out),
+            (Poll::Pending, true)
+        );
+        assert_eq!(woken(), 3);
+        assert!(queue.take_refill().is_some_and(|refill| refill.stuck));
     }
 
     fn refill_at(position: Revision) -> Refill {

@@ -78,13 +78,27 @@ async fn until_object(
     name: &str,
     done: impl Fn(&str, &Value) -> bool,
 ) -> Value {
+    // What went by, for the message when the stream ends first.
+    let mut passed = Vec::new();
     loop {
-        let event = watch.next().await.expect("the watch goes on");
+        let Some(event) = watch.next().await else {
+            panic!("the watch ended before {name} did; it sent {passed:?}");
+        };
         let kind = event["type"].as_str().unwrap_or("").to_owned();
         let object = &event["object"];
         if object["metadata"]["name"] == name && done(&kind, object) {
             return object.clone();
         }
+        passed.push(if kind == "ERROR" {
+            event
+        } else {
+            json!([
+                kind,
+                object["metadata"]["namespace"],
+                object["metadata"]["name"],
+                object["metadata"]["resourceVersion"]
+            ])
+        });
     }
 }
 
