@@ -755,7 +755,9 @@ impl WatchQueue {
     }
 
     /// Pops up to `max` items into `out`. Returns the end if every item has been delivered and
-    /// the watch ended. Registers `cx`'s waker when it finds nothing.
+    /// the watch ended. Registers `cx`'s waker when it finds nothing — unless the queue holds
+    /// a refill its consumer has yet to make (installed after the consumer's last refill):
+    /// then it wakes `cx`'s waker at once, so the consumer polls again and makes it.
     pub fn poll_pop_many(
         &self,
         cx: &mut Context<'_>,
@@ -1214,8 +1216,9 @@ mod tests {
     /// Goal: a refill installed while its consumer runs — woken (its waker taken) and past its
     /// own refill, not yet at its pop — is not lost: the pop that finds the queue empty wakes
     /// the consumer again instead of parking it (the worker left the watcher to its consumer,
-    /// so nothing else would; a watch in its initial phase then ended after 30 s with
-    /// `initial_no_progress`, stop 66's CI). A stuck refill parks it as before.
+    /// so nothing else would: a watch in its initial phase then ended 30 s later with
+    /// `initial_no_progress`, the likely cause of stop 66's CI failure). A stuck refill parks
+    /// it as before.
     #[test]
     fn a_refill_installed_while_the_consumer_runs_wakes_it_at_its_pop() {
         let count = Arc::new(Count::default());
