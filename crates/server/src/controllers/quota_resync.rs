@@ -26,7 +26,10 @@
 //! - Only these writes (and a new quota or a change of its `spec.hard`) recount a quota's
 //!   status: a client's write of `status` is kept as written until the next period, as kube's
 //!   controller ignores it until its resync (kube's conformance test "should apply changes to
-//!   a resourcequota status" relies on both).
+//!   a resourcequota status" relies on both). That holds when the client's write comes
+//!   between a change of `spec.hard` and its marked recount too: a marked recount skips a
+//!   quota whose `status.hard` is not its `spec.hard` (only a client writes that), where
+//!   kube's queued sync would race the client's write.
 //!
 //! ## Bounds
 //! One write per quota per period, one after another, and one per marked quota (at most
@@ -111,6 +114,7 @@ async fn resync(
                         .get(&watchkeeper_core::object_key(namespace, name))
                         .cloned()
                 })
+                .filter(|quota| !status_written_by_a_client(quota.body()))
                 .collect();
             for quota in &found {
                 for counted in counted_resources(&served, quota.body()) {
@@ -121,9 +125,17 @@ async fn resync(
         }
     };
     let mut failed = None;
+    let marked = marked.is_some();
     for quota in all {
-        if let Err(error) =
-            recount(context, &served, &quotas, quota.namespace(), quota.name()).await
+        if let Err(error) = recount(
+            context,
+            &served,
+            &quotas,
+            quota.namespace(),
+            quota.name(),
+            marked,
+        )
+        .await
         {
             failed.get_or_insert(error);
         }
@@ -137,19 +149,24 @@ const RECOUNT_ATTEMPTS: usize = 5;
 /// Recalculates the quota `namespace`/`name`: counted from caches that have the quota as
 /// read (its own resource version: whatever a write charged to it is in them), written only
 /// if it is still that version (a write charged meanwhile is read again, up to
-/// [`RECOUNT_ATTEMPTS`] times; else the next period recounts it). Gone is done.
+/// [`RECOUNT_ATTEMPTS`] times; else the next period recounts it). Gone is done; a `marked`
+/// recount is done too once a client has written the quota's status.
 async fn recount(
     context: &super::Context,
     served: &crate::cache::Served,
     quotas: &Arc<crate::cache::Resource>,
     namespace: &str,
     name: &str,
+    marked: bool,
 ) -> Result<(), ApiError> {
     let key = watchkeeper_core::object_key(namespace, name);
     for _ in 0..RECOUNT_ATTEMPTS {
         let Some(quota) = quotas.cache().get(&key).0 else {
             return Ok(());
         };
+        if marked && status_written_by_a_client(quota.body()) {
+            return Ok(());
+        }
         let version = quota.resource_version();
         for counted in counted_resources(served, quota.body()) {
             context.fresh.wait(counted.cache(), version).await?;
@@ -180,6 +197,20 @@ async fn recount(
     Ok(())
 }
 
+/// Whether `quota`'s `status.hard` is not its `spec.hard`: a client wrote its status (every
+/// write of this server that sets `status.hard` copies `spec.hard`), which a marked recount
+/// leaves as written until the next period.
+fn status_written_by_a_client(quota: &serde_json::Value) -> bool {
+    let hard = |pointer: &str| {
+        quota
+            .pointer(pointer)
+            .filter(|hard| !hard.is_null())
+            .cloned()
+            .unwrap_or_else(|| json!({}))
+    };
+    hard("/status/hard") != hard("/spec/hard")
+}
+
 /// The served resources whose objects `quota` counts (by the names of its `spec.hard`).
 fn counted_resources<'a>(
     served: &'a [Arc<crate::cache::Resource>],
@@ -207,4 +238,38 @@ fn counted_resources<'a>(
         }
     }
     counted
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Goal: a marked recount leaves exactly the quotas whose `status.hard` a client wrote:
+    /// not one whose status this server filled from `spec.hard` (absent and empty alike),
+    /// one whose `status.hard` says anything else.
+    #[test]
+    fn only_a_status_hard_other_than_the_spec_s_is_a_client_s() {
+        let quota = |spec: serde_json::Value, status: serde_json::Value| json!({"spec": spec, "status": status});
+        let hard = json!({"cpu": "1", "memory": "1Gi"});
+        assert!(!status_written_by_a_client(&quota(
+            json!({"hard": hard}),
+            json!({"hard": hard, "used": {"cpu": "0"}})
+        )));
+        assert!(!status_written_by_a_client(&quota(
+            json!({}),
+            json!({"hard": {}})
+        )));
+        assert!(!status_written_by_a_client(&quota(
+            json!({"hard": null}),
+            json!({})
+        )));
+        assert!(status_written_by_a_client(&quota(
+            json!({"hard": hard}),
+            json!({"hard": {"cpu": "2", "memory": "2Gi"}})
+        )));
+        assert!(status_written_by_a_client(&quota(
+            json!({"hard": hard}),
+            json!({"used": {}})
+        )));
+    }
 }
