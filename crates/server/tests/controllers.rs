@@ -1055,7 +1055,7 @@ async fn every_namespace_has_its_root_ca_config_map() {
         let event = everywhere
             .next()
             .await
-            .unwrap_or_else(|| panic!("{missing:?}"));
+            .unwrap_or_else(|| panic!("the watch ended with {missing:?} unseen"));
         let namespace = event["object"]["metadata"]["namespace"]
             .as_str()
             .unwrap_or("");

@@ -114,7 +114,6 @@ async fn resync(
                         .get(&watchkeeper_core::object_key(namespace, name))
                         .cloned()
                 })
-                .filter(|quota| !status_written_by_a_client(quota.body()))
                 .collect();
             for quota in &found {
                 for counted in counted_resources(&served, quota.body()) {
