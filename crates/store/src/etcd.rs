@@ -7,7 +7,11 @@
 //! - Transactions map onto one etcd `Txn`: `ModRevision` → `mod_revision == R`, `Absent`
 //!   → `create_revision == 0`, `Present` → `create_revision > 0`; the failure branch reads
 //!   every compared key so a conflict returns the current versions in one round trip.
-//! - Watches ask for `prev_kv` and periodic progress notifications. etcd 3.4.23's
+//! - Watches ask for `prev_kv` and periodic progress notifications. An event etcd sends
+//!   without `prev_kv` though the key existed (its watch stream registers a watcher before it
+//!   records the option, so a write landing in between has none) gets it read by the backend
+//!   at `mod_revision - 1`, as etcd reads it; it stays `None` only when that version was
+//!   compacted (or the read failed). etcd 3.4.23's
 //!   *requested* progress (`RequestWatchProgress`) can overtake queued events
 //!   (etcd#15220), so it is never used. Events are regrouped by revision: one
 //!   [`WatchItem::Revision`] per revision. etcd never splits one revision across watch
@@ -712,8 +716,7 @@ impl Store for EtcdStore {
         };
         let (tx, watch) = Watch::channel(self.config.watch_channel_capacity);
         tokio::spawn(run_watch(
-            self.members.clone(),
-            self.config.clone(),
+            self.clone(),
             KeyBounds::new(&keys, None),
             next,
             tx,
@@ -798,12 +801,12 @@ impl Backoff {
 /// The watch task: runs etcd watch streams back to back until the consumer goes away or
 /// the watch hits compaction.
 async fn run_watch(
-    members: Arc<Members>,
-    config: Arc<EtcdConfig>,
+    store: EtcdStore,
     bounds: KeyBounds,
     mut next: u64,
     tx: mpsc::Sender<WatchItem>,
 ) {
+    let (members, config) = (&store.members, &store.config);
     let mut backoff = Backoff::new(
         config.reconnect_backoff_initial,
         config.reconnect_backoff_max,
@@ -879,7 +882,8 @@ async fn run_watch(
                     }
                     continue;
                 }
-                for (revision, events) in group_by_revision(resp.events(), next) {
+                for (revision, mut events) in group_by_revision(resp.events(), next) {
+                    store.fill_missing_prev_kvs(&mut events).await;
                     next = revision + 1;
                     if tx
                         .send(WatchItem::Revision { revision, events })
@@ -898,6 +902,30 @@ async fn run_watch(
         tokio::select! {
             () = tokio::time::sleep(delay) => {}
             () = tx.closed() => return,
+        }
+    }
+}
+
+impl EtcdStore {
+    /// Reads the previous version of each event that should have one (a delete, or a put of
+    /// a key that existed) but came without it, as etcd itself does for `prev_kv`: the key at
+    /// `mod_revision - 1`. etcd 3.4 (and 3.5) leave it out not only when that version was
+    /// compacted but also for events its watch stream sends before it has recorded the
+    /// watch's `prev_kv` option (its `recvLoop` registers the watcher, then sets the option,
+    /// while its `sendLoop` may already be reading events for it): a write landing while
+    /// the watch is being created. Left `None` if the read fails (compacted meanwhile, etcd
+    /// unavailable), as etcd does.
+    async fn fill_missing_prev_kvs(&self, events: &mut [Event]) {
+        for event in events {
+            let created = event.kind == EventKind::Put && event.kv.version == 1;
+            if event.prev_kv.is_some() || created || event.kv.mod_revision < 2 {
+                continue;
+            }
+            let request =
+                RangeRequest::key(event.kv.key.clone()).at_revision(event.kv.mod_revision - 1);
+            if let Ok(mut read) = self.range_inner(request).await {
+                event.prev_kv = read.kvs.pop();
+            }
         }
     }
 }
@@ -933,6 +961,54 @@ fn group_by_revision(events: &[etcd_client::Event], next: u64) -> Vec<(u64, Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Goal: an event that etcd sent without the key's previous version (as its watch stream
+    /// does for a write landing while it creates the watch) gets it from the backend: a put
+    /// of an existing key and a delete get the version before them, a create gets none. Needs
+    /// the shared test etcd (`scripts/test` sets `WATCHKEEPER_TEST_ETCD`).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_missing_previous_version_is_read_as_etcd_reads_it() {
+        let endpoint = std::env::var("WATCHKEEPER_TEST_ETCD")
+            .expect("WATCHKEEPER_TEST_ETCD is not set: run scripts/test, which starts etcd");
+        let s = EtcdStore::connect(EtcdConfig::new([endpoint]))
+            .await
+            .unwrap();
+        let key = |name: &str| Bytes::from(format!("/lib-prev-kv/{}/{name}", std::process::id()));
+        let created = s.put(key("a"), "1").await.unwrap();
+        let updated = s.put(key("a"), "2").await.unwrap();
+        s.put(key("b"), "only").await.unwrap();
+        let deleted = s.delete(key("b")).await.unwrap();
+        // The watch's own events, stripped of what etcd sent as their previous versions.
+        let mut w = s
+            .watch(KeySelector::prefix(key("")), created)
+            .await
+            .unwrap();
+        let mut events = Vec::new();
+        while events.len() < 4 {
+            if let WatchItem::Revision { events: e, .. } =
+                w.next().await.expect("the watch goes on")
+            {
+                events.extend(e);
+            }
+        }
+        for e in &mut events {
+            e.prev_kv = None;
+        }
+        s.fill_missing_prev_kvs(&mut events).await;
+        let before: Vec<(u64, Option<&[u8]>)> = events
+            .iter()
+            .map(|e| (e.kv.mod_revision, e.prev_kv.as_ref().map(|p| &p.value[..])))
+            .collect();
+        assert_eq!(
+            before,
+            vec![
+                (created, None),
+                (updated, Some(&b"1"[..])),
+                (updated + 1, None),
+                (deleted, Some(&b"only"[..])),
+            ]
+        );
+    }
 
     #[test]
     fn backoff_doubles_with_jitter_and_caps() {
