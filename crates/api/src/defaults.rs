@@ -1118,27 +1118,18 @@ pub fn apply_defaults(def: &ResourceDef, object: &mut Value) {
         }
         _ => {}
     }
-    for (row_group, row_kind, path, value) in DEFAULTS {
-        if *row_group == group && *row_kind == kind {
-            let value: Value = serde_json::from_str(value).unwrap_or(Value::Null);
-            set_default(object, path, &value);
-        }
+    let rows = KindRows::of(group, kind);
+    for (path, value) in &rows.defaults {
+        set_default(object, path, value);
     }
-    for (row_group, row_kind, path) in CLAIM_SPEC_PATHS {
-        if *row_group == group && *row_kind == kind {
-            apply_rows(object, path, CLAIM_SPEC_DEFAULTS);
-        }
+    for path in &rows.claim_specs {
+        apply_rows(object, path, CLAIM_SPEC_DEFAULTS);
     }
-    for (row_group, row_kind, strategy, field, value) in ROLLING_UPDATE_DEFAULTS {
-        // The kind first: the strategy's path is built and read only for the rows' own kinds.
-        if *row_group != group || *row_kind != kind {
-            continue;
-        }
+    for (strategy, field, value) in &rows.rolling_updates {
         let rolling = get_mut(object, &format!("{strategy}.type"))
             .is_some_and(|t| t.as_str() == Some("RollingUpdate"));
         if rolling {
-            let value: Value = serde_json::from_str(value).unwrap_or(Value::Null);
-            set_default(object, &format!("{strategy}.rollingUpdate.{field}"), &value);
+            set_default(object, &format!("{strategy}.rollingUpdate.{field}"), value);
         }
     }
     if (group, kind) == ("", "Service") {
@@ -1149,11 +1140,8 @@ pub fn apply_defaults(def: &ResourceDef, object: &mut Value) {
     {
         role_binding_defaults(object);
     }
-    for (row_group, row_kind, path) in POD_SPEC_PATHS {
-        if *row_group == group
-            && *row_kind == kind
-            && let Some(spec) = get_mut(object, path)
-        {
+    for path in &rows.pod_specs {
+        if let Some(spec) = get_mut(object, path) {
             pod_spec_defaults(spec, (group, kind) == ("", "Pod"));
             for list in POD_SPEC_RESOURCE_LISTS {
                 for_each_at(spec, list, &mut round_resource_list);
@@ -1162,10 +1150,70 @@ pub fn apply_defaults(def: &ResourceDef, object: &mut Value) {
     }
     // Last, as kube's generated defaulters round after the kinds' own copies (requests from
     // limits, allocatable from capacity, a LimitRange's defaults from its bounds).
-    for (row_group, row_kind, path) in RESOURCE_LISTS {
-        if *row_group == group && *row_kind == kind {
-            for_each_at(object, path, &mut round_resource_list);
-        }
+    for path in &rows.resource_lists {
+        for_each_at(object, path, &mut round_resource_list);
+    }
+}
+
+/// One kind's rows of the tables above, their values parsed: built once, so a write reads
+/// its kind's rows without scanning every table (most kinds, a ConfigMap's among them, have
+/// none).
+#[derive(Default)]
+struct KindRows {
+    /// [`DEFAULTS`]: `(path, value)`.
+    defaults: Vec<(&'static str, Value)>,
+    /// [`CLAIM_SPEC_PATHS`]' paths.
+    claim_specs: Vec<&'static str>,
+    /// [`ROLLING_UPDATE_DEFAULTS`]: `(strategy path, field, value)`.
+    rolling_updates: Vec<(&'static str, &'static str, Value)>,
+    /// [`POD_SPEC_PATHS`]' paths.
+    pod_specs: Vec<&'static str>,
+    /// [`RESOURCE_LISTS`]' paths.
+    resource_lists: Vec<&'static str>,
+}
+
+impl KindRows {
+    fn of<'a>(group: &'a str, kind: &'a str) -> &'a KindRows {
+        type Index = std::collections::HashMap<(&'static str, &'static str), KindRows>;
+        static INDEX: std::sync::OnceLock<Index> = std::sync::OnceLock::new();
+        static NONE: KindRows = KindRows {
+            defaults: Vec::new(),
+            claim_specs: Vec::new(),
+            rolling_updates: Vec::new(),
+            pod_specs: Vec::new(),
+            resource_lists: Vec::new(),
+        };
+        let index = INDEX.get_or_init(|| {
+            let mut index = Index::new();
+            let parse = |value: &str| serde_json::from_str(value).unwrap_or(Value::Null);
+            for (group, kind, path, value) in DEFAULTS {
+                let rows = index.entry((group, kind)).or_default();
+                rows.defaults.push((path, parse(value)));
+            }
+            for (group, kind, path) in CLAIM_SPEC_PATHS {
+                index
+                    .entry((group, kind))
+                    .or_default()
+                    .claim_specs
+                    .push(path);
+            }
+            for (group, kind, strategy, field, value) in ROLLING_UPDATE_DEFAULTS {
+                let rows = index.entry((group, kind)).or_default();
+                rows.rolling_updates.push((strategy, field, parse(value)));
+            }
+            for (group, kind, path) in POD_SPEC_PATHS {
+                index.entry((group, kind)).or_default().pod_specs.push(path);
+            }
+            for (group, kind, path) in RESOURCE_LISTS {
+                index
+                    .entry((group, kind))
+                    .or_default()
+                    .resource_lists
+                    .push(path);
+            }
+            index
+        });
+        index.get(&(group, kind)).unwrap_or(&NONE)
     }
 }
 
