@@ -26,7 +26,9 @@
 //! [`encode_frames`] shares the cached encoding of an object of [`SHARE_MIN_BYTES`] or more
 //! (a reference-counted clone between two static pieces of framing text: no copy and no
 //! allocation per watcher; a MODIFIED event's whole frame, which the core writes around the
-//! object's JSON encoding in one buffer, as one piece); smaller frames are copied together
+//! object's JSON encoding in one buffer, as one piece; an ADDED event's as two, the static
+//! ADDED head and the rest of that buffer, the encoding and its tail); smaller frames are
+//! copied together
 //! into one buffer,
 //! which is cheaper than a piece each. A Table (when the client asked for tables) is built per
 //! frame.
@@ -58,8 +60,9 @@ fn cached_encoding(conversion: Conversion) -> Option<Encoding> {
 
 /// Appends the frames of `items` to `parts`, whose concatenation is exactly the concatenation
 /// of [`encode_frame`] of each item: the cached encoding of an object of
-/// [`SHARE_MIN_BYTES`] or more becomes a piece of its own (shared, not copied), everything else
-/// is copied into buffers between those pieces.
+/// [`SHARE_MIN_BYTES`] or more becomes a piece of its own (shared, not copied; in JSON a
+/// MODIFIED event's whole frame, an ADDED event's encoding with the frame's tail), everything
+/// else is copied into buffers between those pieces.
 pub fn encode_frames<'a>(
     parts: &mut Vec<Bytes>,
     def: &ResourceDef,
@@ -79,6 +82,19 @@ pub fn encode_frames<'a>(
                 parts.push(text.split().freeze());
             }
             parts.push(frame.clone());
+            continue;
+        }
+        // An ADDED event's: the static head, then its encoding and tail, one slice of that
+        // buffer: two pieces, not three.
+        if cached_encoding(conversion) == Some(Encoding::Json)
+            && let Some(rest) = item.added_json_and_tail(stats)
+            && rest.len() >= SHARE_MIN_BYTES + FRAME_TAIL.len()
+        {
+            if !text.is_empty() {
+                parts.push(text.split().freeze());
+            }
+            parts.push(Bytes::from_static(frame_prefix(EventType::Added)));
+            parts.push(rest);
             continue;
         }
         if let Some(encoding) = cached_encoding(conversion)
@@ -345,8 +361,9 @@ mod tests {
 
     /// Goal: a JSON watcher's frames are the same bytes whichever way they are pieced — a
     /// MODIFIED event of a large object as the one buffer its JSON encoding lives in (no
-    /// copy, one piece), every other item as before — and every frame is one JSON document
-    /// of the type the watcher sees.
+    /// copy, one piece), an ADDED one as the static head and the rest of that buffer (two
+    /// pieces), every other item as before — and every frame is one JSON document of the type
+    /// the watcher sees.
     #[test]
     fn a_large_modified_event_is_one_shared_piece_and_the_bytes_stay_the_frames() {
         let stats = EncodeStats::default();
@@ -371,7 +388,7 @@ mod tests {
                 event_type: EventType::Modified,
                 event: small_modified,
             },
-            WatchItem::Initial(old),
+            WatchItem::Initial(old.clone()),
             WatchItem::Event {
                 event_type: EventType::Deleted,
                 event: deleted,
@@ -424,11 +441,31 @@ mod tests {
                 // Both MODIFIED frames of the large object: one piece each, the buffer the
                 // object's encoding is the middle of (no copy).
                 assert_eq!(whole, 2);
-                for part in parts.iter().filter(|part| part.len() > json.len()) {
+                let frames = parts
+                    .iter()
+                    .filter(|part| part.len() == MODIFIED_FRAME_HEAD.len() + json.len() + 2);
+                for part in frames {
                     assert_eq!(
                         part.as_ptr().wrapping_add(MODIFIED_FRAME_HEAD.len()),
                         json.as_ptr()
                     );
+                }
+                // Both ADDED frames (the change the second watcher's selection entered, the
+                // initial object): the static head, then the encoding and the tail as one
+                // slice of that object's frame buffer.
+                for object in [&big, &old] {
+                    let json = object.encoded(Encoding::Json, &stats);
+                    let rest: Vec<usize> = parts
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, part)| {
+                            part.as_ptr() == json.as_ptr() && part.len() == json.len() + 2
+                        })
+                        .map(|(at, _)| at)
+                        .collect();
+                    assert_eq!(rest.len(), 1, "the ADDED frame's rest, once");
+                    assert_eq!(&parts[rest[0] - 1][..], br#"{"type":"ADDED","object":"#);
+                    assert_eq!(&parts[rest[0]][json.len()..], FRAME_TAIL);
                 }
             } else {
                 assert_eq!(whole, 0, "{conversion:?}");

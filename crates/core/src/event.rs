@@ -322,6 +322,26 @@ impl WatchItem {
         }
     }
 
+    /// An ADDED item's JSON encoding followed by its frame's tail ([`FRAME_TAIL`]), one slice
+    /// of the object's shared frame buffer ([`Object::modified_frame`]): with the static ADDED
+    /// head before it, the whole frame in two pieces, nothing copied. `None` for any other
+    /// item (a MODIFIED event's frame is [`WatchItem::modified_frame`]; a DELETED event's
+    /// encoding is its own, at the deletion's revision).
+    ///
+    /// [`FRAME_TAIL`]: crate::object::FRAME_TAIL
+    pub fn added_json_and_tail(&self, stats: &EncodeStats) -> Option<Bytes> {
+        let object = match self {
+            WatchItem::Event {
+                event_type: EventType::Added,
+                event,
+            } => event.object.as_ref()?,
+            WatchItem::Initial(object) => object,
+            _ => return None,
+        };
+        let frame = object.modified_frame(stats)?;
+        Some(frame.slice(crate::object::MODIFIED_FRAME_HEAD.len()..))
+    }
+
     /// [`WatchItem::encoded`] in the external encoding ([`ExternalEncoder`]): the event type and
     /// the object's encoding (`None` inside when the object has none). Bookmarks return `None`.
     pub fn encoded_external(

@@ -270,16 +270,17 @@ proptest! {
                 watchkeeper_core::Encoding::Json
             };
             if let Some((event_type, bytes)) = item.encoded(encoding, &stats) {
-                // A piece is the encoding itself, or (a MODIFIED event's JSON) the one buffer
-                // of its whole frame, with the encoding in it (not a copy).
-                let framed = event_type == EventType::Modified && encoding == watchkeeper_core::Encoding::Json;
+                // A piece is the encoding itself, or in JSON a slice of the one buffer of its
+                // object's MODIFIED frame, with the encoding in it (not a copy): a MODIFIED
+                // event's whole frame, an ADDED one's encoding and tail.
+                let json = encoding == watchkeeper_core::Encoding::Json;
                 let head = watchkeeper_core::object::MODIFIED_FRAME_HEAD.len();
-                let shared = parts.iter().any(|p| {
-                    if framed {
+                let shared = parts.iter().any(|p| match event_type {
+                    EventType::Modified if json => {
                         p.as_ptr().wrapping_add(head) == bytes.as_ptr() && p.len() == head + bytes.len() + 2
-                    } else {
-                        p.as_ptr() == bytes.as_ptr() && p.len() == bytes.len()
                     }
+                    EventType::Added if json => p.as_ptr() == bytes.as_ptr() && p.len() == bytes.len() + 2,
+                    _ => p.as_ptr() == bytes.as_ptr() && p.len() == bytes.len(),
                 });
                 prop_assert_eq!(shared, conversion != Conversion::Table && bytes.len() >= SHARE_MIN_BYTES);
             }
