@@ -98,6 +98,9 @@ impl Kubectl {
             .args(args)
             .env("KUBECONFIG", &self.kubeconfig)
             .env("HOME", self.home.path())
+            // kubectl's temporary files (`edit` keeps a refused edit's copy) go with the test's
+            // scratch directory, not into the machine's /tmp.
+            .env("TMPDIR", self.home.path())
             .env_remove("KUBECTL_EXTERNAL_DIFF")
             .stdin(Stdio::null());
         command
