@@ -921,10 +921,17 @@ impl EtcdStore {
             if event.prev_kv.is_some() || created || event.kv.mod_revision < 2 {
                 continue;
             }
-            let request =
-                RangeRequest::key(event.kv.key.clone()).at_revision(event.kv.mod_revision - 1);
-            if let Ok(mut read) = self.range_inner(request).await {
-                event.prev_kv = read.kvs.pop();
+            // A plain read (not `range`: a compacted one needs no probe for the floor here).
+            let (key, revision) = (event.kv.key.to_vec(), event.kv.mod_revision as i64 - 1);
+            let request = |client: Client| {
+                let (mut kv, key) = (client.kv_client(), key.clone());
+                async move {
+                    kv.get(key, Some(GetOptions::new().with_revision(revision)))
+                        .await
+                }
+            };
+            if let Ok(read) = self.timed(true, request).await {
+                event.prev_kv = read.kvs().first().map(to_kv);
             }
         }
     }
