@@ -435,32 +435,91 @@ fn group_rank(group: &str) -> i32 {
         .unwrap_or(CUSTOM_GROUP_PRIORITY.0)
 }
 
+/// A group/version an APIService hands to a Service (`spec.service`: kube-aggregator proxies
+/// it) that the server does not serve itself. Discovery lists it (`/apis`, `/apis/{group}`)
+/// with the APIService's priorities, as kube's aggregator lists every APIService's group
+/// whether or not its Service answers; its paths answer 503 (the server proxies to no Service).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RemoteGroupVersion {
+    /// `spec.group`.
+    pub group: String,
+    /// `spec.version`.
+    pub version: String,
+    /// `spec.groupPriorityMinimum`.
+    pub group_priority: i32,
+    /// `spec.versionPriority`.
+    pub version_priority: i32,
+}
+
+/// Whether the server itself serves `group`/`version` (a resource of its own there, the
+/// review APIs included).
+#[must_use]
+pub fn serves_group_version(defs: &[ResourceDef], group: &str, version: &str) -> bool {
+    with_reviews(defs)
+        .iter()
+        .any(|d| d.group == group && d.version == version)
+}
+
 /// The named groups in kube-aggregator's order (`SortedByGroupAndVersion`): by their
 /// APIServices' `groupPriorityMinimum`, highest first (`apiregistration.k8s.io` before every
-/// other, [`group_rank`]), groups of equal priority by name (every CustomResourceDefinition's
-/// group has the same, lower one). A group's versions by their `versionPriority`, highest
-/// first, then in Kubernetes' version priority ([`compare_kube_versions`]; a custom resource's
-/// versions all have 100), so its preferred version is the most stable, newest one.
-fn groups(defs: &[ResourceDef]) -> Vec<(&str, Vec<&str>)> {
+/// other, [`group_rank`]; a remote group/version's own), groups of equal priority by name
+/// (every CustomResourceDefinition's group has the same, lower one). A group's versions by
+/// their `versionPriority`, highest first, then in Kubernetes' version priority
+/// ([`compare_kube_versions`]; a custom resource's versions all have 100), so its preferred
+/// version is the most stable, newest one.
+fn groups<'a>(
+    defs: &'a [ResourceDef],
+    remote: &'a [RemoteGroupVersion],
+) -> Vec<(&'a str, Vec<&'a str>)> {
     let mut groups: Vec<(&str, Vec<&str>)> = Vec::new();
-    for def in defs.iter().filter(|d| !d.group.is_empty()) {
-        match groups.iter_mut().find(|(g, _)| *g == def.group) {
+    let named = defs
+        .iter()
+        .filter(|d| !d.group.is_empty())
+        .map(|d| (d.group.as_str(), d.version.as_str()))
+        .chain(
+            remote
+                .iter()
+                .map(|r| (r.group.as_str(), r.version.as_str())),
+        );
+    for (group, version) in named {
+        match groups.iter_mut().find(|(g, _)| *g == group) {
             Some((_, versions)) => {
-                if !versions.contains(&def.version.as_str()) {
-                    versions.push(&def.version);
+                if !versions.contains(&version) {
+                    versions.push(version);
                 }
             }
-            None => groups.push((&def.group, vec![&def.version])),
+            None => groups.push((group, vec![version])),
         }
     }
+    let remote_of = |group: &str, version: &str| {
+        remote
+            .iter()
+            .find(|r| r.group == group && r.version == version)
+    };
+    let rank = |group: &str, versions: &[&str]| {
+        versions
+            .iter()
+            .filter_map(|v| remote_of(group, v).map(|r| r.group_priority))
+            .chain(
+                versions
+                    .iter()
+                    .any(|v| remote_of(group, v).is_none())
+                    .then(|| group_rank(group)),
+            )
+            .max()
+            .unwrap_or_else(|| group_rank(group))
+    };
     groups.sort_by(|a, b| {
-        group_rank(b.0)
-            .cmp(&group_rank(a.0))
+        rank(b.0, &b.1)
+            .cmp(&rank(a.0, &a.1))
             .then_with(|| a.0.cmp(b.0))
     });
     for (group, versions) in &mut groups {
-        let priority = |version: &str| {
-            api_service_priority(group, version).map_or(CUSTOM_GROUP_PRIORITY.1, |(_, v)| v)
+        let priority = |version: &str| match remote_of(group, version) {
+            Some(remote) => remote.version_priority,
+            None => {
+                api_service_priority(group, version).map_or(CUSTOM_GROUP_PRIORITY.1, |(_, v)| v)
+            }
         };
         versions.sort_by(|a, b| {
             priority(b)
@@ -483,11 +542,12 @@ fn group_body(group: &str, versions: &[&str]) -> Value {
     })
 }
 
-/// `/apis`: an `APIGroupList` of every named group (the first version listed is preferred).
+/// `/apis`: an `APIGroupList` of every named group, the remote group/versions' included (the
+/// first version listed is preferred).
 #[must_use]
-pub fn api_group_list(defs: &[ResourceDef]) -> Value {
+pub fn api_group_list(defs: &[ResourceDef], remote: &[RemoteGroupVersion]) -> Value {
     let defs = &with_reviews(defs);
-    let groups: Vec<Value> = groups(defs)
+    let groups: Vec<Value> = groups(defs, remote)
         .iter()
         .map(|(group, versions)| group_body(group, versions))
         .collect();
@@ -496,9 +556,13 @@ pub fn api_group_list(defs: &[ResourceDef]) -> Value {
 
 /// `/apis/{group}`: an `APIGroup`, `None` for an unknown group (or the core group).
 #[must_use]
-pub fn api_group(defs: &[ResourceDef], group: &str) -> Option<Value> {
+pub fn api_group(
+    defs: &[ResourceDef],
+    remote: &[RemoteGroupVersion],
+    group: &str,
+) -> Option<Value> {
     let defs = &with_reviews(defs);
-    let groups = groups(defs);
+    let groups = groups(defs, remote);
     let (name, versions) = groups.iter().find(|(g, _)| *g == group)?;
     let mut body = group_body(name, versions);
     body["kind"] = json!("APIGroup");
@@ -770,7 +834,7 @@ pub fn aggregated_discovery(defs: &[ResourceDef], core: bool, version: Aggregate
             Vec::new()
         }
     } else {
-        groups(defs)
+        groups(defs, &[])
             .iter()
             .map(|(group, versions)| group_discovery(defs, group, versions))
             .collect()
@@ -898,14 +962,14 @@ mod tests {
             def.version = version.to_owned();
             defs.push(def);
         }
-        let list = api_group_list(&defs);
+        let list = api_group_list(&defs, &[]);
         let groups = list["groups"].as_array().unwrap();
         let names: Vec<&str> = groups.iter().map(|g| g["name"].as_str().unwrap()).collect();
         assert_eq!(
             names[names.len() - 2..],
             ["apples.example.com", "widgets.example.com"]
         );
-        let widgets = api_group(&defs, "widgets.example.com").unwrap();
+        let widgets = api_group(&defs, &[], "widgets.example.com").unwrap();
         assert_eq!(widgets["preferredVersion"]["version"], "v1");
         let versions: Vec<&str> = widgets["versions"]
             .as_array()
@@ -943,7 +1007,7 @@ mod tests {
             json!({"kind": "APIVersions", "versions": ["v1"],
                    "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1:8080"}]})
         );
-        let list = api_group_list(&builtin_resources());
+        let list = api_group_list(&builtin_resources(), &[]);
         assert_eq!(list["kind"], "APIGroupList");
         let names: Vec<&str> = list["groups"]
             .as_array()
@@ -979,16 +1043,61 @@ mod tests {
             json!({"name": "apps", "versions": [{"groupVersion": "apps/v1", "version": "v1"}],
                    "preferredVersion": {"groupVersion": "apps/v1", "version": "v1"}})
         );
-        let apps = api_group(&builtin_resources(), "apps").unwrap();
+        let apps = api_group(&builtin_resources(), &[], "apps").unwrap();
         assert_eq!(apps["kind"], "APIGroup");
         assert_eq!(apps["apiVersion"], "v1");
-        assert!(api_group(&builtin_resources(), "").is_none());
-        assert!(api_group(&builtin_resources(), "example.com").is_none());
-        let autoscaling = api_group(&builtin_resources(), "autoscaling").unwrap();
+        assert!(api_group(&builtin_resources(), &[], "").is_none());
+        assert!(api_group(&builtin_resources(), &[], "example.com").is_none());
+        let autoscaling = api_group(&builtin_resources(), &[], "autoscaling").unwrap();
         assert_eq!(
             autoscaling["preferredVersion"]["groupVersion"],
             "autoscaling/v2"
         );
+    }
+
+    /// Goal: an APIService's group/version handed to a Service takes the place its own
+    /// priorities give it, as kube-aggregator orders APIServices: a group by the highest
+    /// `groupPriorityMinimum` of its versions, a version by its `versionPriority` (so a remote
+    /// version above the served one's becomes the preferred one); what the server serves
+    /// itself is not a remote group/version.
+    #[test]
+    fn remote_group_versions_take_their_priorities_place() {
+        let remote =
+            |group: &str, version: &str, group_priority, version_priority| RemoteGroupVersion {
+                group: group.to_owned(),
+                version: version.to_owned(),
+                group_priority,
+                version_priority,
+            };
+        let defs = builtin_resources();
+        let (apps_group, apps_version) = api_service_priority("apps", "v1").unwrap();
+        let remote = [
+            remote("metrics.k8s.io", "v1beta1", 100, 100),
+            remote("first.example.com", "v1", 1_000_000, 1),
+            remote("apps", "v2", apps_group, apps_version + 1),
+        ];
+        let list = api_group_list(&defs, &remote);
+        let names: Vec<&str> = list["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(&names[..2], ["apiregistration.k8s.io", "first.example.com"]);
+        assert_eq!(names.last(), Some(&"metrics.k8s.io"));
+        let apps = api_group(&defs, &remote, "apps").unwrap();
+        assert_eq!(apps["preferredVersion"]["version"], "v2");
+        assert_eq!(apps["versions"][1]["version"], "v1");
+        assert_eq!(
+            api_group(&defs, &remote, "metrics.k8s.io").unwrap()["versions"],
+            json!([{"groupVersion": "metrics.k8s.io/v1beta1", "version": "v1beta1"}])
+        );
+        assert!(serves_group_version(&defs, "apps", "v1"));
+        assert!(
+            serves_group_version(&defs, "authorization.k8s.io", "v1"),
+            "a review API"
+        );
+        assert!(!serves_group_version(&defs, "metrics.k8s.io", "v1beta1"));
     }
 
     #[test]
@@ -1254,7 +1363,7 @@ mod tests {
         // Every resource and subresource of the legacy lists, and nothing else.
         let mut legacy = Vec::new();
         let mut group_versions = vec![(String::new(), "v1".to_owned())];
-        for group in api_group_list(&defs)["groups"].as_array().unwrap() {
+        for group in api_group_list(&defs, &[])["groups"].as_array().unwrap() {
             for version in group["versions"].as_array().unwrap() {
                 group_versions.push((
                     group["name"].as_str().unwrap().to_owned(),

@@ -97,9 +97,9 @@ pub mod watch_frame;
 pub mod yaml;
 
 pub use discovery::{
-    AggregatedVersion, aggregated_discovery, api_group, api_group_list, api_resource_list,
-    api_versions, api_versions_with_address, discovery_etag, negotiate_discovery,
-    storage_version_hash, version_info,
+    AggregatedVersion, RemoteGroupVersion, aggregated_discovery, api_group, api_group_list,
+    api_resource_list, api_versions, api_versions_with_address, discovery_etag,
+    negotiate_discovery, serves_group_version, storage_version_hash, version_info,
 };
 pub use error::{ApiError, success_status};
 pub use meta::{

@@ -325,6 +325,128 @@ async fn an_apiservice_naming_a_service_is_checked_as_kube_checks_it() {
     server.shutdown().await;
 }
 
+/// GET `path` as raw HTTP: the status, the head (lowercased) and the body.
+async fn raw_get(addr: SocketAddr, method: &str, path: &str) -> watchkeeper_testkit::raw::Answer {
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n"
+    );
+    let mut stream = watchkeeper_testkit::raw::send(addr, &head, b"{}")
+        .await
+        .expect("send");
+    watchkeeper_testkit::raw::read_answer(&mut stream).await
+}
+
+/// Goal: a group/version an APIService hands to a Service, which this server does not serve,
+/// is listed by discovery as kube's aggregator lists it (`/apis` in its priority's place,
+/// `/apis/{group}`), and every path under it — its resource list, a resource, a write —
+/// answers kube-aggregator's 503 `service unavailable` in plain text, not 404; the same for a
+/// remote version of a group the server serves, whose own version stays its own; deleting the
+/// APIService takes it away again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_version_handed_to_a_service_is_listed_and_answers_503() {
+    let server = server().await;
+    let addr = server.addr;
+    let api_service = |group: &str, version: &str, group_priority: i64, version_priority: i64| {
+        json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+            "metadata": {"name": format!("{version}.{group}")},
+            "spec": {"group": group, "version": version,
+                "groupPriorityMinimum": group_priority, "versionPriority": version_priority,
+                "insecureSkipTLSVerify": true,
+                "service": {"namespace": "kube-system", "name": "metrics-server"}}})
+    };
+    created(
+        addr,
+        APISERVICES,
+        &api_service("metrics.k8s.io", "v1beta1", 100, 100),
+    )
+    .await;
+    created(addr, APISERVICES, &api_service("batch", "v9", 17400, 1)).await;
+
+    let (status, groups) = get_json(addr, "/apis").await;
+    assert_eq!(status, 200);
+    let groups = groups["groups"].as_array().unwrap();
+    let last = groups.last().unwrap();
+    assert_eq!(
+        last["name"], "metrics.k8s.io",
+        "the lowest priority is last"
+    );
+    assert_eq!(
+        last["preferredVersion"]["groupVersion"],
+        "metrics.k8s.io/v1beta1"
+    );
+    let batch = groups.iter().find(|g| g["name"] == "batch").unwrap();
+    let versions: Vec<&str> = batch["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["version"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        versions,
+        ["v1", "v9"],
+        "the served version's priority is higher"
+    );
+    assert_eq!(batch["preferredVersion"]["version"], "v1");
+    let (status, group) = get_json(addr, "/apis/metrics.k8s.io").await;
+    assert_eq!(
+        (status, &group["kind"]),
+        (200, &json!("APIGroup")),
+        "{group}"
+    );
+
+    for (method, path) in [
+        ("GET", "/apis/metrics.k8s.io/v1beta1"),
+        ("GET", "/apis/metrics.k8s.io/v1beta1/nodes"),
+        (
+            "GET",
+            "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods/web",
+        ),
+        (
+            "POST",
+            "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods",
+        ),
+        ("GET", "/apis/batch/v9/jobs"),
+    ] {
+        let answer = raw_get(addr, method, path).await;
+        assert_eq!(answer.status, 503, "{method} {path}: {answer:?}");
+        assert!(
+            answer
+                .head
+                .contains("content-type: text/plain; charset=utf-8"),
+            "{answer:?}"
+        );
+        assert!(answer.body.contains("service unavailable\n"), "{answer:?}");
+    }
+    assert_eq!(get_json(addr, "/apis/batch/v1/jobs").await.0, 200);
+    assert_eq!(
+        get_json(addr, "/apis/other.example.com/v1/things").await.0,
+        404
+    );
+
+    let (status, _) = send_json(
+        addr,
+        "DELETE",
+        &format!("{APISERVICES}/v1beta1.metrics.k8s.io"),
+        &json!({}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        get_json(addr, "/apis/metrics.k8s.io/v1beta1/nodes").await.0,
+        404
+    );
+    assert_eq!(get_json(addr, "/apis/metrics.k8s.io").await.0, 404);
+    let (_, groups) = get_json(addr, "/apis").await;
+    assert!(
+        !groups["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g["name"] == "metrics.k8s.io")
+    );
+    server.shutdown().await;
+}
+
 /// Goal: as kube's, the APIServices registered at start are synced once after each start: one
 /// a client deleted is back after a restart, one whose spec a client changed has it set back,
 /// one a client took over (its label removed) stays as the client left it.

@@ -39,9 +39,10 @@
 //! queued: bounded by the store's quota of CRDs and APIServices.
 //!
 //! ## Differs from kube
-//! Discovery lists the groups the server serves, whatever APIServices say (kube's aggregator
-//! stops serving a group whose APIService is deleted, and proxies a group whose APIService
-//! names a Service).
+//! Discovery lists the groups the server serves, whatever their APIServices say (kube's
+//! aggregator stops serving a group whose APIService is deleted). A group/version whose
+//! APIService names a Service is listed and answers 503, as kube's does while that Service
+//! does not answer (`crate::http::discovery`): this server proxies to no Service.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

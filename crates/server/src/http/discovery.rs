@@ -4,12 +4,24 @@
 //! (how clients tell the two apart), carries an `ETag` with `Vary: Accept` and
 //! `Cache-Control: public`, and a request whose `If-None-Match` names the current `ETag` gets
 //! 304 without a body.
+//!
+//! Over a store, an APIService that hands a group/version the server does not serve to a
+//! Service (`spec.service`; kube-aggregator would proxy to it) is listed in the legacy
+//! documents (`/apis`, `/apis/{group}`) with its priorities, as kube's aggregator lists every
+//! APIService's group whether or not its Service answers, and every path under it answers
+//! 503 `service unavailable` in kube-aggregator's words and form ([`unavailable`]): this server
+//! proxies to no Service (the APIService's `Available` condition says so,
+//! `crate::controllers::apiservices`). The aggregated documents leave such group/versions out,
+//! as kube's leaves out an APIService whose discovery it never fetched. In caching-proxy mode
+//! the API server's APIServices are its own business: nothing is listed or answered for them.
 
 use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
+use serde_json::Value;
 use watchkeeper_api::{
-    aggregated_discovery, api_group_list, api_versions, discovery_etag, negotiate_discovery,
+    RemoteGroupVersion, aggregated_discovery, api_group_list, api_versions, discovery_etag,
+    negotiate_discovery, serves_group_version,
 };
 
 use super::App;
@@ -26,7 +38,7 @@ pub fn root(app: &App, context: &RequestContext, core: bool) -> Response {
         let legacy = if core {
             api_versions()
         } else {
-            api_group_list(&app.resources().defs)
+            api_group_list(&app.resources().defs, &remote_group_versions(app))
         };
         let mut response = json_response(StatusCode::OK, legacy.to_string());
         response
@@ -88,4 +100,64 @@ pub fn resource_list(
         ))
     };
     watchkeeper_api::api_resource_list(&served.defs, group, version, &hash)
+}
+
+/// The group/versions APIServices hand to a Service that the server does not serve itself (see
+/// the module docs), from the cache; none in caching-proxy mode.
+pub fn remote_group_versions(app: &App) -> Vec<RemoteGroupVersion> {
+    if app.source.as_store().is_none() {
+        return Vec::new();
+    }
+    let Some(api_services) = app.resource("apiregistration.k8s.io", "v1", "apiservices") else {
+        return Vec::new();
+    };
+    let served = app.resources();
+    let priority = |spec: &Value, field: &str| {
+        spec.get(field)
+            .and_then(Value::as_i64)
+            .and_then(|p| i32::try_from(p).ok())
+            .unwrap_or(0)
+    };
+    let mut remote: Vec<RemoteGroupVersion> = Vec::new();
+    for object in api_services.cache().latest().range(None, None) {
+        let Some(spec) = object.body().get("spec") else {
+            continue;
+        };
+        let field = |name: &str| spec.get(name).and_then(Value::as_str).unwrap_or_default();
+        let (group, version) = (field("group"), field("version"));
+        if spec.get("service").is_none_or(Value::is_null)
+            || group.is_empty()
+            || version.is_empty()
+            || serves_group_version(&served.defs, group, version)
+            || remote
+                .iter()
+                .any(|r| r.group == group && r.version == version)
+        {
+            continue;
+        }
+        remote.push(RemoteGroupVersion {
+            group: group.to_owned(),
+            version: version.to_owned(),
+            group_priority: priority(spec, "groupPriorityMinimum"),
+            version_priority: priority(spec, "versionPriority"),
+        });
+    }
+    remote
+}
+
+/// kube-aggregator's answer for a group/version whose APIService's Service is not available
+/// (`proxyError`: Go's `http.Error`, plain text), which is every remote one here.
+pub fn unavailable() -> Response {
+    let mut response = Response::new(Body::from("service unavailable\n"));
+    *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    response
 }

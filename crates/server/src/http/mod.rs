@@ -594,11 +594,12 @@ async fn route(
             discovery::resource_list(&app.resources(), "", "v1").map_or_else(not_found, ok)
         }
         ["apis", group] => {
-            watchkeeper_api::api_group(&app.resources().defs, group).map_or_else(not_found, ok)
+            let remote = discovery::remote_group_versions(app);
+            watchkeeper_api::api_group(&app.resources().defs, &remote, group)
+                .map_or_else(not_found, ok)
         }
-        ["apis", group, version] => {
-            discovery::resource_list(&app.resources(), group, version).map_or_else(not_found, ok)
-        }
+        ["apis", group, version] => discovery::resource_list(&app.resources(), group, version)
+            .map_or_else(|| not_served(app, group, version), ok),
         ["openapi", "v2"] => {
             openapi::v2(
                 &app.openapi,
@@ -650,6 +651,21 @@ async fn route(
     ("", String::new(), String::new(), response)
 }
 
+/// The answer for a path under `/apis/{group}/{version}` the server has nothing at: 503 when
+/// an APIService hands that group/version to a Service (kube-aggregator's, see
+/// [`discovery::remote_group_versions`]), else 404.
+fn not_served(app: &App, group: &str, version: &str) -> Response {
+    let remote = discovery::remote_group_versions(app);
+    if remote
+        .iter()
+        .any(|r| r.group == group && r.version == version)
+    {
+        discovery::unavailable()
+    } else {
+        error_response(&ApiError::path_not_found())
+    }
+}
+
 async fn resource_request(
     app: &Arc<App>,
     context: &RequestContext,
@@ -658,12 +674,12 @@ async fn resource_request(
     rest: &[&str],
 ) -> (&'static str, String, String, Response) {
     let not_found = || {
-        (
-            "",
-            String::new(),
-            String::new(),
-            error_response(&ApiError::path_not_found()),
-        )
+        let response = if group.is_empty() {
+            error_response(&ApiError::path_not_found())
+        } else {
+            not_served(app, group, version)
+        };
+        ("", String::new(), String::new(), response)
     };
     let Some(target) = Target::parse(group, version, rest) else {
         return not_found();
