@@ -796,10 +796,23 @@ fn resource_discovery(def: &ResourceDef) -> Value {
 }
 
 /// One `APIGroupDiscovery`: the group's versions in order (the first is preferred).
-fn group_discovery(defs: &[ResourceDef], group: &str, versions: &[&str]) -> Value {
+fn group_discovery(
+    defs: &[ResourceDef],
+    remote: &[RemoteGroupVersion],
+    group: &str,
+    versions: &[&str],
+) -> Value {
     let versions: Vec<Value> = versions
         .iter()
         .map(|version| {
+            if remote
+                .iter()
+                .any(|r| r.group == group && r.version == *version)
+            {
+                // kube-aggregator's entry for an APIService whose Service it could not read
+                // discovery from: the version, stale, without resources.
+                return json!({"version": version, "freshness": "Stale"});
+            }
             let resources: Vec<Value> = defs
                 .iter()
                 .filter(|d| d.group == group && d.version == *version)
@@ -817,9 +830,15 @@ fn group_discovery(defs: &[ResourceDef], group: &str, versions: &[&str]) -> Valu
 }
 
 /// The aggregated discovery document of `/api` (`core`: the core group only) or `/apis` (every
-/// named group, in the order of [`api_group_list`]).
+/// named group, in the order of [`api_group_list`]; a remote group/version as kube-aggregator
+/// lists one whose Service's discovery it could not read: `Stale`, without resources).
 #[must_use]
-pub fn aggregated_discovery(defs: &[ResourceDef], core: bool, version: AggregatedVersion) -> Value {
+pub fn aggregated_discovery(
+    defs: &[ResourceDef],
+    remote: &[RemoteGroupVersion],
+    core: bool,
+    version: AggregatedVersion,
+) -> Value {
     let defs = &with_reviews(defs);
     let items: Vec<Value> = if core {
         if defs.iter().any(|d| d.group.is_empty()) {
@@ -829,14 +848,14 @@ pub fn aggregated_discovery(defs: &[ResourceDef], core: bool, version: Aggregate
                     versions.push(&def.version);
                 }
             }
-            vec![group_discovery(defs, "", &versions)]
+            vec![group_discovery(defs, &[], "", &versions)]
         } else {
             Vec::new()
         }
     } else {
-        groups(defs, &[])
+        groups(defs, remote)
             .iter()
-            .map(|(group, versions)| group_discovery(defs, group, versions))
+            .map(|(group, versions)| group_discovery(defs, remote, group, versions))
             .collect()
     };
     json!({
@@ -1307,7 +1326,7 @@ mod tests {
     #[test]
     fn aggregated_documents_list_what_the_legacy_ones_do() {
         let defs = builtin_resources();
-        let core = aggregated_discovery(&defs, true, AggregatedVersion::V2);
+        let core = aggregated_discovery(&defs, &[], true, AggregatedVersion::V2);
         assert_eq!(core["kind"], "APIGroupDiscoveryList");
         assert_eq!(core["apiVersion"], "apidiscovery.k8s.io/v2");
         assert_eq!(core["metadata"], json!({}));
@@ -1358,7 +1377,7 @@ mod tests {
                                      "responseKind": {"group": "", "version": "v1", "kind": "Pod"},
                                      "verbs": ["get", "patch", "update"]}]})
         );
-        let named = aggregated_discovery(&defs, false, AggregatedVersion::V2Beta1);
+        let named = aggregated_discovery(&defs, &[], false, AggregatedVersion::V2Beta1);
         assert_eq!(named["apiVersion"], "apidiscovery.k8s.io/v2beta1");
         // Every resource and subresource of the legacy lists, and nothing else.
         let mut legacy = Vec::new();

@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 use watchkeeper::config::ServeArgs;
 
 use common::{
-    WatchReader, created, get_json, invalid_message, merge_patch, request, restarted, send_json,
-    server, server_with, written,
+    WatchReader, created, get_json, invalid_message, merge_patch, request, request_with_headers,
+    restarted, send_json, server, server_with, written,
 };
 
 const APISERVICES: &str = "/apis/apiregistration.k8s.io/v1/apiservices";
@@ -392,6 +392,28 @@ async fn a_group_version_handed_to_a_service_is_listed_and_answers_503() {
         (status, &group["kind"]),
         (200, &json!("APIGroup")),
         "{group}"
+    );
+    // The aggregated document: stale, without resources, as kube lists an APIService whose
+    // Service's discovery it could not read.
+    let aggregated = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+    let (status, body) =
+        request_with_headers(addr, "GET", "/apis", &[("Accept", aggregated)], "").await;
+    assert_eq!(status, 200);
+    let items: Value = serde_json::from_str(&body).unwrap();
+    let items = items["items"].as_array().unwrap();
+    assert_eq!(
+        items.last().unwrap(),
+        &json!({"metadata": {"name": "metrics.k8s.io", "creationTimestamp": null},
+            "versions": [{"version": "v1beta1", "freshness": "Stale"}]})
+    );
+    let batch = items
+        .iter()
+        .find(|g| g["metadata"]["name"] == "batch")
+        .unwrap();
+    assert_eq!(batch["versions"][0]["freshness"], "Current");
+    assert_eq!(
+        batch["versions"][1],
+        json!({"version": "v9", "freshness": "Stale"})
     );
 
     for (method, path) in [

@@ -11,8 +11,9 @@
 //! APIService's group whether or not its Service answers, and every path under it answers
 //! 503 `service unavailable` in kube-aggregator's words and form ([`unavailable`]): this server
 //! proxies to no Service (the APIService's `Available` condition says so,
-//! `crate::controllers::apiservices`). The aggregated documents leave such group/versions out,
-//! as kube's leaves out an APIService whose discovery it never fetched. In caching-proxy mode
+//! `crate::controllers::apiservices`). The aggregated documents list such a version as kube's
+//! lists one whose Service's discovery it could not read: `freshness: Stale`, no resources
+//! (client-go then reports the group/version as failed). In caching-proxy mode
 //! the API server's APIServices are its own business: nothing is listed or answered for them.
 
 use axum::body::Body;
@@ -34,11 +35,16 @@ pub fn root(app: &App, context: &RequestContext, core: bool) -> Response {
         .headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok());
+    let remote = if core {
+        Vec::new()
+    } else {
+        remote_group_versions(app)
+    };
     let Some(version) = negotiate_discovery(accept) else {
         let legacy = if core {
             api_versions()
         } else {
-            api_group_list(&app.resources().defs, &remote_group_versions(app))
+            api_group_list(&app.resources().defs, &remote)
         };
         let mut response = json_response(StatusCode::OK, legacy.to_string());
         response
@@ -46,7 +52,7 @@ pub fn root(app: &App, context: &RequestContext, core: bool) -> Response {
             .insert(header::VARY, HeaderValue::from_static("Accept"));
         return response;
     };
-    let body = aggregated_discovery(&app.resources().defs, core, version).to_string();
+    let body = aggregated_discovery(&app.resources().defs, &remote, core, version).to_string();
     let etag = discovery_etag(&body);
     let not_modified = context
         .headers
