@@ -1019,6 +1019,16 @@ mod tests {
         }
     }
 
+    /// The groups' names of an `APIGroupList`, in its order.
+    fn group_names(list: &Value) -> Vec<&str> {
+        list["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["name"].as_str().unwrap())
+            .collect()
+    }
+
     #[test]
     fn root_documents() {
         assert_eq!(
@@ -1028,12 +1038,7 @@ mod tests {
         );
         let list = api_group_list(&builtin_resources(), &[]);
         assert_eq!(list["kind"], "APIGroupList");
-        let names: Vec<&str> = list["groups"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|g| g["name"].as_str().unwrap())
-            .collect();
+        let names = group_names(&list);
         assert_eq!(
             names,
             // kube-apiserver 1.33's `/apis`: kube-aggregator's own group, then by priority.
@@ -1096,12 +1101,7 @@ mod tests {
             remote("apps", "v2", apps_group, apps_version + 1),
         ];
         let list = api_group_list(&defs, &remote);
-        let names: Vec<&str> = list["groups"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|g| g["name"].as_str().unwrap())
-            .collect();
+        let names = group_names(&list);
         assert_eq!(&names[..2], ["apiregistration.k8s.io", "first.example.com"]);
         assert_eq!(names.last(), Some(&"metrics.k8s.io"));
         let apps = api_group(&defs, &remote, "apps").unwrap();

@@ -93,10 +93,18 @@ pub fn text_response(code: StatusCode, body: &str) -> Response {
 /// filter: Go's `http.Error`, plain text, not a `Status`).
 #[must_use]
 pub fn panic_response() -> Response {
-    let mut response = text_response(
+    go_http_error(
         StatusCode::INTERNAL_SERVER_ERROR,
         "This request caused apiserver to panic. Look in the logs for details.\n",
-    );
+    )
+}
+
+/// What Go's `http.Error` writes, as kube-apiserver's handlers answer outside the API's
+/// `Status` (its panic recovery, kube-aggregator's proxy): `text` as plain text with
+/// `X-Content-Type-Options: nosniff`.
+#[must_use]
+pub fn go_http_error(code: StatusCode, text: &str) -> Response {
+    let mut response = text_response(code, text);
     response.headers_mut().insert(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),

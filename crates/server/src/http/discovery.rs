@@ -27,7 +27,7 @@ use watchkeeper_api::{
 
 use super::App;
 use crate::request::RequestContext;
-use crate::respond::json_response;
+use crate::respond::{go_http_error, json_response};
 
 /// The answer to `GET /api` (`core`) or `GET /apis`.
 pub fn root(app: &App, context: &RequestContext, core: bool) -> Response {
@@ -154,16 +154,5 @@ pub fn remote_group_versions(app: &App) -> Vec<RemoteGroupVersion> {
 /// kube-aggregator's answer for a group/version whose APIService's Service is not available
 /// (`proxyError`: Go's `http.Error`, plain text), which is every remote one here.
 pub fn unavailable() -> Response {
-    let mut response = Response::new(Body::from("service unavailable\n"));
-    *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    headers.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    response
+    go_http_error(StatusCode::SERVICE_UNAVAILABLE, "service unavailable\n")
 }
