@@ -451,6 +451,14 @@ pub struct RemoteGroupVersion {
     pub version_priority: i32,
 }
 
+impl RemoteGroupVersion {
+    /// Whether this is `group`/`version`'s.
+    #[must_use]
+    pub fn is(&self, group: &str, version: &str) -> bool {
+        self.group == group && self.version == version
+    }
+}
+
 /// Whether the server itself serves `group`/`version` (a resource of its own there, the
 /// review APIs included).
 #[must_use]
@@ -491,11 +499,7 @@ fn groups<'a>(
             None => groups.push((group, vec![version])),
         }
     }
-    let remote_of = |group: &str, version: &str| {
-        remote
-            .iter()
-            .find(|r| r.group == group && r.version == version)
-    };
+    let remote_of = |group: &str, version: &str| remote.iter().find(|r| r.is(group, version));
     let rank = |group: &str, versions: &[&str]| {
         versions
             .iter()
@@ -805,10 +809,7 @@ fn group_discovery(
     let versions: Vec<Value> = versions
         .iter()
         .map(|version| {
-            if remote
-                .iter()
-                .any(|r| r.group == group && r.version == *version)
-            {
+            if remote.iter().any(|r| r.is(group, version)) {
                 // kube-aggregator's entry for an APIService whose Service it could not read
                 // discovery from: the version, stale, without resources.
                 return json!({"version": version, "freshness": "Stale"});

@@ -73,40 +73,13 @@ pub fn encode_frames<'a>(
 ) {
     let mut text = BytesMut::new();
     for item in items {
-        // A MODIFIED event's whole frame is one shared buffer: one piece, not three.
-        if cached_encoding(conversion) == Some(Encoding::Json)
-            && let Some(frame) = item.modified_frame(stats)
-            && frame.len() >= SHARE_MIN_BYTES + MODIFIED_FRAME_HEAD.len() + FRAME_TAIL.len()
-        {
+        if let Some((head, shared, tail)) = shared_pieces(item, conversion, stats) {
             if !text.is_empty() {
                 parts.push(text.split().freeze());
             }
-            parts.push(frame.clone());
-            continue;
-        }
-        // An ADDED event's: the static head, then its encoding and tail, one slice of that
-        // buffer: two pieces, not three.
-        if cached_encoding(conversion) == Some(Encoding::Json)
-            && let Some(rest) = item.added_json_and_tail(stats)
-            && rest.len() >= SHARE_MIN_BYTES + FRAME_TAIL.len()
-        {
-            if !text.is_empty() {
-                parts.push(text.split().freeze());
-            }
-            parts.push(Bytes::from_static(frame_prefix(EventType::Added)));
-            parts.push(rest);
-            continue;
-        }
-        if let Some(encoding) = cached_encoding(conversion)
-            && let Some((event_type, bytes)) = item.encoded(encoding, stats)
-            && bytes.len() >= SHARE_MIN_BYTES
-        {
-            if !text.is_empty() {
-                parts.push(text.split().freeze());
-            }
-            parts.push(Bytes::from_static(frame_prefix(event_type)));
-            parts.push(bytes);
-            parts.push(Bytes::from_static(FRAME_TAIL));
+            parts.extend(head);
+            parts.push(shared);
+            parts.extend(tail);
             continue;
         }
         encode_frame(&mut text, def, item, conversion, stats, now);
@@ -114,6 +87,37 @@ pub fn encode_frames<'a>(
     if !text.is_empty() {
         parts.push(text.freeze());
     }
+}
+
+/// The pieces of `item`'s frame when its object's cached encoding is shared rather than
+/// copied ([`SHARE_MIN_BYTES`] or more): the static head, the shared piece, the static tail.
+/// In JSON a MODIFIED event's whole frame is one shared buffer (no head or tail), and an
+/// ADDED one's encoding and tail are one slice of that buffer (no tail); otherwise the
+/// encoding alone. `None` for an item whose frame is copied.
+fn shared_pieces(
+    item: &WatchItem,
+    conversion: Conversion,
+    stats: &EncodeStats,
+) -> Option<(Option<Bytes>, Bytes, Option<Bytes>)> {
+    let encoding = cached_encoding(conversion)?;
+    if encoding == Encoding::Json {
+        if let Some(frame) = item.modified_frame(stats)
+            && frame.len() >= SHARE_MIN_BYTES + MODIFIED_FRAME_HEAD.len() + FRAME_TAIL.len()
+        {
+            return Some((None, frame.clone(), None));
+        }
+        if let Some(rest) = item.added_json_and_tail(stats)
+            && rest.len() >= SHARE_MIN_BYTES + FRAME_TAIL.len()
+        {
+            let head = Bytes::from_static(frame_prefix(EventType::Added));
+            return Some((Some(head), rest, None));
+        }
+    }
+    let (event_type, bytes) = item.encoded(encoding, stats)?;
+    (bytes.len() >= SHARE_MIN_BYTES).then(|| {
+        let head = Bytes::from_static(frame_prefix(event_type));
+        (Some(head), bytes, Some(Bytes::from_static(FRAME_TAIL)))
+    })
 }
 
 /// The framing text before a shared object: static, so sharing allocates nothing per watcher.

@@ -135,9 +135,7 @@ pub fn remote_group_versions(app: &App) -> Vec<RemoteGroupVersion> {
             || group.is_empty()
             || version.is_empty()
             || serves_group_version(&served.defs, group, version)
-            || remote
-                .iter()
-                .any(|r| r.group == group && r.version == version)
+            || remote.iter().any(|r| r.is(group, version))
         {
             continue;
         }

@@ -651,14 +651,14 @@ async fn route(
     ("", String::new(), String::new(), response)
 }
 
-/// The answer for a path under `/apis/{group}/{version}` the server has nothing at: 503 when
+/// The answer for a path under `/api/v1` or `/apis/{group}/{version}` the server has nothing
+/// at: 503 when
 /// an APIService hands that group/version to a Service (kube-aggregator's, see
 /// [`discovery::remote_group_versions`]), else 404.
 fn not_served(app: &App, group: &str, version: &str) -> Response {
-    let remote = discovery::remote_group_versions(app);
-    if remote
+    if discovery::remote_group_versions(app)
         .iter()
-        .any(|r| r.group == group && r.version == version)
+        .any(|r| r.is(group, version))
     {
         discovery::unavailable()
     } else {
@@ -674,12 +674,12 @@ async fn resource_request(
     rest: &[&str],
 ) -> (&'static str, String, String, Response) {
     let not_found = || {
-        let response = if group.is_empty() {
-            error_response(&ApiError::path_not_found())
-        } else {
-            not_served(app, group, version)
-        };
-        ("", String::new(), String::new(), response)
+        (
+            "",
+            String::new(),
+            String::new(),
+            not_served(app, group, version),
+        )
     };
     let Some(target) = Target::parse(group, version, rest) else {
         return not_found();
