@@ -853,10 +853,12 @@ fn drive_fanout(
         crate::alloc::track_live(true);
     }
     let live0 = crate::alloc::LiveSizes::now();
+    let window = crate::sys::WindowCounts::start_with(&crate::sys::FANOUT_TRACEPOINTS);
     crate::sys::measure_window_start();
     child.go()?;
     let done = child.expect("done");
     crate::sys::measure_window_end();
+    let counts = window.finish();
     let allocs1 = crate::alloc::counts();
     let done: Value = serde_json::from_str(&done?).map_err(|e| e.to_string())?;
     let cpu1 = crate::sys::cpu_seconds();
@@ -877,6 +879,21 @@ fn drive_fanout(
             (kind.clone(), json!(spent * 1e6 / delivered.max(1.0)))
         })
         .collect();
+    // The kernel's side per write: this process's page faults and context switches
+    // (getrusage) and its system calls (tracepoints, where the kernel lets it count them).
+    let writes = done["writes"].as_u64().unwrap_or(0).max(1) as f64;
+    let mut per_write = serde_json::Map::new();
+    per_write.insert(
+        "minor_faults".into(),
+        json!(counts.minor_faults as f64 / writes),
+    );
+    per_write.insert(
+        "context_switches".into(),
+        json!((counts.voluntary_switches + counts.involuntary_switches) as f64 / writes),
+    );
+    for (name, total) in &counts.traces {
+        per_write.insert(name.clone(), json!(*total as f64 / writes));
+    }
     let live_growth = live.then(|| {
         let now = crate::alloc::LiveSizes::now();
         crate::alloc::track_live(false);
@@ -893,7 +910,7 @@ fn drive_fanout(
         watcher_stalls: 0,
         complete: done["complete"].as_bool().unwrap_or(false)
             && done["delivered"] == done["expected"],
-        raw: json!({"watchers": n, "rate": rate, "secs": secs, "inflight": inflight, "client": done, "cpu_seconds": cpu1 - cpu0, "threads_cpu_us_per_event": threads, "rss_ready": rss_ready, "rss_before": rss_before, "allocations": allocations, "allocated_bytes": allocated, "live": live_growth}),
+        raw: json!({"watchers": n, "rate": rate, "secs": secs, "inflight": inflight, "client": done, "cpu_seconds": cpu1 - cpu0, "threads_cpu_us_per_event": threads, "rss_ready": rss_ready, "rss_before": rss_before, "allocations": allocations, "allocated_bytes": allocated, "live": live_growth, "kernel_per_write": per_write}),
     })
 }
 

@@ -425,18 +425,35 @@ pub struct Counts {
     pub voluntary_switches: u64,
     /// Involuntary context switches.
     pub involuntary_switches: u64,
-    /// Tracepoint counts by name (`tlb_flush`, `madvise`, `munmap`, `mmap`, `brk`); empty
-    /// when the kernel did not allow counting them.
+    /// Tracepoint counts by short name ([`TRACEPOINTS`], or those given to
+    /// [`WindowCounts::start_with`]); empty when the kernel did not allow counting them.
     pub traces: Vec<(String, u64)>,
 }
 
-/// The tracepoints counted, as (short name, tracefs path under `events/`).
+/// The tracepoints [`WindowCounts::start`] counts, as (short name, tracefs path under
+/// `events/`).
 const TRACEPOINTS: [(&str, &str); 5] = [
     ("tlb_flush", "tlb/tlb_flush"),
     ("madvise", "syscalls/sys_enter_madvise"),
     ("munmap", "syscalls/sys_enter_munmap"),
     ("mmap", "syscalls/sys_enter_mmap"),
     ("brk", "syscalls/sys_enter_brk"),
+];
+
+/// The system calls a fan-out run's window counts ([`WindowCounts::start_with`]): the
+/// deliveries' socket writes, the wake-ups between threads (`futex`, and `write` on the
+/// runtime's `eventfd` that wakes a worker parked in `epoll_wait`), and the heap's growth
+/// (`mprotect` for glibc's thread arenas, `brk` for its main one, `mmap`, `madvise`, `munmap`).
+pub const FANOUT_TRACEPOINTS: [(&str, &str); 9] = [
+    ("writev", "syscalls/sys_enter_writev"),
+    ("write", "syscalls/sys_enter_write"),
+    ("futex", "syscalls/sys_enter_futex"),
+    ("epoll_wait", "syscalls/sys_enter_epoll_wait"),
+    ("mprotect", "syscalls/sys_enter_mprotect"),
+    ("brk", "syscalls/sys_enter_brk"),
+    ("mmap", "syscalls/sys_enter_mmap"),
+    ("madvise", "syscalls/sys_enter_madvise"),
+    ("munmap", "syscalls/sys_enter_munmap"),
 ];
 
 fn rusage_self() -> libc::rusage {
@@ -509,16 +526,23 @@ fn tracepoint_id(path: &str) -> Option<u64> {
 }
 
 impl WindowCounts {
-    /// Starts counting.
+    /// Starts counting, with the allocator's and TLB tracepoints ([`TRACEPOINTS`]).
     #[must_use]
     pub fn start() -> WindowCounts {
+        WindowCounts::start_with(&TRACEPOINTS)
+    }
+
+    /// Starts counting, with `tracepoints` (short name, tracefs path under `events/`); one
+    /// the kernel does not let this process count is left out.
+    #[must_use]
+    pub fn start_with(tracepoints: &[(&'static str, &'static str)]) -> WindowCounts {
         let tids: Vec<i32> = std::fs::read_dir("/proc/self/task")
             .map(|dir| {
                 dir.filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
                     .collect()
             })
             .unwrap_or_default();
-        let traces = TRACEPOINTS
+        let traces = tracepoints
             .iter()
             .filter_map(|(name, path)| {
                 let id = tracepoint_id(path)?;
