@@ -7,10 +7,14 @@
 //! - The box is allocated before `make` runs, so the compiler can write the future straight
 //!   into it. `Box::pin(make())` makes the future on the stack first and then copies all of
 //!   it into the box: an `async fn`'s future is as large as its largest state (the request
-//!   handler's, ~21 KB: a PATCH's write path), so that copy was ~21 KB per request whatever
+//!   handler's was ~21 KB, a PATCH's write path), so that copy was ~21 KB per request whatever
 //!   the request (callgrind: ~23 k of a PATCH's ~325 k instructions, issue 15; the release
 //!   build's code for `pinned_in_place` calls no `memcpy`). Only the size of what is copied
 //!   depends on the compiler; the result does not.
+//! - Awaiting a future inline makes the awaiting future hold its whole state, and the await
+//!   copies it in (`memcpy` of its size, at each level up). A state of a few KB that a path
+//!   awaits only sometimes (a rare wait, one branch of many) is therefore made here, when it
+//!   runs: one allocation on the path that takes it instead of bytes copied on every path.
 
 use std::pin::Pin;
 

@@ -760,24 +760,29 @@ async fn serve_resource(
         && target.name.is_some()
         && pod_streams::is_stream_subresource(def, sub)
     {
-        return (
-            verb.label(),
-            pod_streams::serve(app, &request, resource).await,
-        );
+        // Boxed, as `scale::serve` above (~11 KB).
+        let served = boxed::pinned_in_place(|| pod_streams::serve(app, &request, resource)).await;
+        return (verb.label(), served);
     }
     if let Some(sub) = target.subresource
         && target.name.is_some()
         && token::is_token_subresource(def, sub)
     {
-        return (verb.label(), token::serve(app, &request, resource).await);
+        // Boxed, as `scale::serve` above (~11.6 KB).
+        let served = boxed::pinned_in_place(|| token::serve(app, &request, resource)).await;
+        return (verb.label(), served);
     }
     if let Some(refusal) = converted::refused(resource, verb) {
         return (verb.label(), Err(refusal));
     }
     let result = match verb {
         Verb::Watch => watch::watch(app, &request, resource).await,
-        Verb::List => list(app, &request, resource).await,
-        Verb::Get => get(app, &request, resource).await,
+        // Boxed where they are made, as `scale::serve` above: a LIST's state (~17 KB: its
+        // pages, conversions and encodings) and a GET's (~10 KB) had set the size of every
+        // request's future, a PATCH's and a watch's included (the answer's box, ~20 KB per
+        // request; a write's own path is ~2 KB and boxed below it).
+        Verb::List => boxed::pinned_in_place(|| list(app, &request, resource)).await,
+        Verb::Get => boxed::pinned_in_place(|| get(app, &request, resource)).await,
         Verb::Create if target.name.is_none() => write(app, &request, resource).await,
         Verb::Update | Verb::Patch if target.name.is_some() => write(app, &request, resource).await,
         Verb::Delete | Verb::DeleteCollection => write(app, &request, resource).await,
@@ -1154,11 +1159,13 @@ mod tests {
         assert!(size <= 2048, "the handler's future is {size} bytes");
     }
 
-    /// Goal: the answer's future, allocated per request (`boxed::pinned_in_place`), is as large
-    /// as the common write path needs, not as a rare path's state that holds a whole write
-    /// and more (a collection delete, the `scale`, pod and binding subresources, a converting
-    /// write: each is boxed where it is made). In a release build it was 26.3 KB, 2.1x the
-    /// 12.4 KB pod of the allocation suite's PATCH, and is 20 KB (BENCHMARKS.md, invocation BT).
+    /// Goal: the answer's future, allocated per request (`boxed::pinned_in_place`), holds no
+    /// path's large state inline: not a rare path's that holds a whole write and more (a
+    /// collection delete, the `scale`, pod, binding, stream and token subresources, a
+    /// converting write), nor a LIST's, a GET's or a write's — each is boxed where it is made,
+    /// so a request allocates the state of the path it takes. In a release build it was 26.3
+    /// KB, then 20 KB (BENCHMARKS.md, invocation BT: a LIST's 17.4 KB set it), and is 6.5 KB
+    /// (invocation BY: a watch's 3.8 KB and the routing's), in a test build too.
     #[test]
     fn the_answers_future_holds_no_rare_paths_state_inline() {
         fn size<F: Future>(
@@ -1173,6 +1180,6 @@ mod tests {
             std::mem::size_of::<F>()
         }
         let size = size(answer);
-        assert!(size <= 20 * 1024, "the answer's future is {size} bytes");
+        assert!(size <= 8 * 1024, "the answer's future is {size} bytes");
     }
 }

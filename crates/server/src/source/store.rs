@@ -78,6 +78,7 @@ use watchkeeper_store::{
 };
 
 use crate::cache::{Origin, Resource};
+use crate::http::boxed::pinned_in_place;
 use crate::offload::phase_boundary;
 use crate::request::ResourceRequest;
 use crate::respond::{Warnings, json_response, now_unix};
@@ -885,24 +886,23 @@ impl StoreSource {
                         Some(json!({"group": resource.def.group, "kind": resource.def.plural}));
                     return Err(error);
                 }
-                let created = writer
-                    .create(resource, namespace, decode_object(resource, &body)?, &body)
-                    .await?;
+                // Each write's path is boxed where it is made (`crate::http::boxed`): inline, the
+                // largest of them set the size of this future and of every one around it, up to
+                // the request's, and each await copied it up a level (~10 KB per PATCH).
+                let object = decode_object(resource, &body)?;
+                let created =
+                    pinned_in_place(|| writer.create(resource, namespace, object, &body)).await?;
                 Ok(json_response(
                     StatusCode::CREATED,
                     watchkeeper_api::object_body(&resource.answered_form(created)),
                 ))
             }
             (&Method::PUT, Some(name)) => {
-                let updated = writer
-                    .update(
-                        resource,
-                        namespace.unwrap_or_default(),
-                        name,
-                        decode_object(resource, &body)?,
-                        &body,
-                    )
-                    .await?;
+                let object = decode_object(resource, &body)?;
+                let updated = pinned_in_place(|| {
+                    writer.update(resource, namespace.unwrap_or_default(), name, object, &body)
+                })
+                .await?;
                 Ok(updated.answer(StatusCode::OK, resource, writer).await)
             }
             (&Method::PATCH, Some(name)) => {
@@ -911,9 +911,10 @@ impl StoreSource {
                     return Err(ApiError::bad_request("the patch is empty".to_owned()));
                 }
                 if patch_type == PatchType::Apply {
-                    let (applied, created) = writer
-                        .apply(resource, namespace.unwrap_or_default(), name, &body)
-                        .await?;
+                    let (applied, created) = pinned_in_place(|| {
+                        writer.apply(resource, namespace.unwrap_or_default(), name, &body)
+                    })
+                    .await?;
                     let code = if created {
                         StatusCode::CREATED
                     } else {
@@ -921,15 +922,16 @@ impl StoreSource {
                     };
                     return Ok(applied.answer(code, resource, writer).await);
                 }
-                let patched = writer
-                    .patch(
+                let patched = pinned_in_place(|| {
+                    writer.patch(
                         resource,
                         namespace.unwrap_or_default(),
                         name,
                         patch_type,
                         body,
                     )
-                    .await?;
+                })
+                .await?;
                 Ok(patched.answer(StatusCode::OK, resource, writer).await)
             }
             (&Method::DELETE, Some(name)) => {
@@ -946,15 +948,16 @@ impl StoreSource {
                     let policy = DeletePolicy::from_options(&options)?;
                     (options, policy)
                 };
-                let (deleted, gone) = writer
-                    .delete(
+                let (deleted, gone) = pinned_in_place(|| {
+                    writer.delete(
                         resource,
                         namespace.unwrap_or_default(),
                         name,
                         &options,
                         policy,
                     )
-                    .await?;
+                })
+                .await?;
                 // kube-apiserver: 202 when the object stays and cascading deletion was asked
                 // with `orphanDependents: false`.
                 let code = if !gone && policy.orphan_dependents == Some(false) {
@@ -979,7 +982,7 @@ impl StoreSource {
                 // these, and inline it set the size of every request's future (the answer's,
                 // allocated per request whatever it does: BENCHMARKS.md, invocation BT).
                 let options = &request.options;
-                let listed = crate::http::boxed::pinned_in_place(|| {
+                let listed = pinned_in_place(|| {
                     writer.delete_collection(resource, namespace, options, policy)
                 })
                 .await?;
@@ -1200,6 +1203,13 @@ impl Writer<'_> {
             }
         }
         error
+    }
+
+    /// [`Writer::consistent`] boxed where it is made: a rare wait in the update loop (a dry
+    /// run, a retry from a cache not proven fresh) whose ~3.4 KB of state, awaited inline,
+    /// was part of every write's future and of each of its moves (see `crate::http::boxed`).
+    async fn consistent_boxed(&self, resource: &Resource) -> Result<Revision, ApiError> {
+        pinned_in_place(|| self.consistent(resource)).await
     }
 
     /// Proves the cache fresh: reads the store's current revision and waits until the cache
@@ -2364,6 +2374,18 @@ impl Writer<'_> {
         if !watchkeeper_api::crd::is_crd(&resource.def) {
             return Ok(None);
         }
+        // Boxed where it is made: awaited inline, its ~7 KB state was in every write's future
+        // and copied into it on every write of any kind (see `crate::http::boxed`).
+        pinned_in_place(|| self.crd_versions_admitted(resource, old, object)).await
+    }
+
+    /// [`Writer::custom_versions_admitted`] of a CustomResourceDefinition's write.
+    async fn crd_versions_admitted(
+        &self,
+        resource: &Resource,
+        old: Option<&Value>,
+        object: &Value,
+    ) -> Result<Option<tokio::sync::MutexGuard<'_, ()>>, ApiError> {
         let name = object
             .pointer("/metadata/name")
             .and_then(Value::as_str)
@@ -2603,6 +2625,17 @@ impl Writer<'_> {
         else {
             return Ok(Vec::new());
         };
+        // Boxed where it is made, as `custom_versions_admitted`: ~4.4 KB of state.
+        pinned_in_place(|| self.released_service_ips(allocators, old, new)).await
+    }
+
+    /// [`Writer::released_ip_addresses`] of a Service, with the server's address allocators.
+    async fn released_service_ips(
+        &self,
+        allocators: &Allocators,
+        old: &Value,
+        new: Option<&Value>,
+    ) -> Result<Vec<(Compare, TxnOp)>, ApiError> {
         let text = |path: &str| {
             old.pointer(path)
                 .and_then(Value::as_str)
@@ -2760,15 +2793,53 @@ impl Writer<'_> {
         old: Option<&Value>,
         new: Option<&Value>,
     ) -> Result<Vec<(Compare, TxnOp)>, ApiError> {
-        use std::collections::BTreeMap;
-        let (group, plural) = (resource.def.group.as_str(), resource.def.plural.as_str());
-        if !self.source.admission.resource_quota || !resource.def.namespaced || namespace.is_empty()
-        {
-            return Ok(Vec::new());
-        }
-        let Some(quotas) = self.quota_resource() else {
+        let Some(quotas) = self.quotas_to_look_at(resource, namespace, name, old, new) else {
             return Ok(Vec::new());
         };
+        // Boxed where it is made, as `custom_versions_admitted`: ~3.7 KB of state, in every
+        // namespaced write's future and copied into it when awaited inline.
+        pinned_in_place(|| self.quota_charges(quotas, resource, namespace, name, old, new)).await
+    }
+
+    /// The ResourceQuotas' resource when [`Writer::quota_claims`] has anything to look at:
+    /// quota admission on, a namespaced write, and either a write the limited-resources
+    /// configuration checks (a create, an update of a Service or a claim) or a quota of the
+    /// namespace that limits the resource (other than the quota written). `None`: no claims,
+    /// and nothing to refuse.
+    fn quotas_to_look_at(
+        &self,
+        resource: &Resource,
+        namespace: &str,
+        name: &str,
+        old: Option<&Value>,
+        new: Option<&Value>,
+    ) -> Option<&Resource> {
+        if !self.source.admission.resource_quota || !resource.def.namespaced || namespace.is_empty()
+        {
+            return None;
+        }
+        let quotas = self.quota_resource()?;
+        let checked = new.is_some()
+            && quota_looks_at(&resource.def, old)
+            && !self.source.plugin_configs.limited_resources.is_empty();
+        let limiting = || {
+            !quotas_limiting(&quotas.cache().latest(), &resource.def, namespace, name).is_empty()
+        };
+        (checked || limiting()).then_some(quotas)
+    }
+
+    /// [`Writer::quota_claims`] once [`Writer::quotas_to_look_at`] found something to look at.
+    async fn quota_charges(
+        &self,
+        quotas: &Resource,
+        resource: &Resource,
+        namespace: &str,
+        name: &str,
+        old: Option<&Value>,
+        new: Option<&Value>,
+    ) -> Result<Vec<(Compare, TxnOp)>, ApiError> {
+        use std::collections::BTreeMap;
+        let (group, plural) = (resource.def.group.as_str(), resource.def.plural.as_str());
         let prefix = format!("{namespace}/");
         // The write's time: a pod terminating past its grace period is no longer charged.
         // Read only when a quota is there to charge (most writes have none to look at).
@@ -2776,11 +2847,8 @@ impl Writer<'_> {
             watchkeeper_api::time::unix_from_rfc3339(&self.time)
                 .unwrap_or_else(crate::respond::now_unix)
         };
-        // kube's evaluators look at creates, and at updates of Services and claims.
-        let looked_at = old.is_none()
-            || (group.is_empty() && matches!(plural, "services" | "persistentvolumeclaims"));
         if let Some(new) = new
-            && looked_at
+            && quota_looks_at(&resource.def, old)
             && !self.source.plugin_configs.limited_resources.is_empty()
         {
             let snapshot = quotas.cache().latest();
@@ -2798,19 +2866,9 @@ impl Writer<'_> {
                     resource_quota::Uncovered::Scopes(message) => ApiError::new(500, "", message),
                 })?;
         }
-        // A quota written or deleted is not charged for itself here: deleted, it goes in the
-        // same transaction; written, it counts itself when its status is filled.
-        let itself = group.is_empty() && plural == "resourcequotas";
-        let applicable =
-            |snapshot: &watchkeeper_core::Snapshot| -> Vec<Arc<watchkeeper_core::Object>> {
-                snapshot
-                    .range(Some(&prefix), None)
-                    .take_while(|quota| quota.key().starts_with(&prefix))
-                    .filter(|quota| !(itself && quota.name() == name))
-                    .filter(|quota| !resource_quota::limits(quota.body(), group, plural).is_empty())
-                    .cloned()
-                    .collect()
-            };
+        let applicable = |snapshot: &watchkeeper_core::Snapshot| {
+            quotas_limiting(snapshot, &resource.def, namespace, name)
+        };
         let found = applicable(&quotas.cache().latest());
         if found.is_empty() {
             return Ok(Vec::new());
@@ -3353,7 +3411,7 @@ impl Writer<'_> {
         // fails is refetched from etcd before the failure counts).
         let mut proven = false;
         if self.dry_run {
-            self.consistent(resource).await?;
+            self.consistent_boxed(resource).await?;
             proven = true;
         }
         // A Service's claims scan from the lowest free value; after a lost race from anywhere.
@@ -3370,7 +3428,7 @@ impl Writer<'_> {
             let (current, mut new) = match attempt {
                 Err(_) | Ok(UpdateAttempt::Unchanged(_)) if !proven => {
                     counters.unproven_retries.fetch_add(1, Ordering::Relaxed);
-                    self.consistent(resource).await?;
+                    self.consistent_boxed(resource).await?;
                     proven = true;
                     continue;
                 }
@@ -3389,9 +3447,11 @@ impl Writer<'_> {
             // transaction (see `service_ips`).
             let mut claims = Vec::new();
             if let Some(allocators) = self.service_allocators(resource) {
-                let claimed = self
-                    .claim_service(resource, allocators, Some(current.body()), &mut new, rotate)
-                    .await;
+                // Boxed where it is made (Services only), as `custom_versions_admitted`.
+                let claimed = pinned_in_place(|| {
+                    self.claim_service(resource, allocators, Some(current.body()), &mut new, rotate)
+                })
+                .await;
                 let Some(claimed) = self.unless_unproven(resource, &mut proven, claimed).await?
                 else {
                     continue;
@@ -3455,7 +3515,7 @@ impl Writer<'_> {
             phase_boundary().await;
             // A CRD whose last finalizer goes takes its objects with it, as on a DELETE.
             if finalized && watchkeeper_api::crd::is_crd(&resource.def) {
-                self.delete_definition_objects(&new).await?;
+                pinned_in_place(|| self.delete_definition_objects(&new)).await?;
             }
             let (operation, written) = if finalized {
                 (
@@ -3593,7 +3653,7 @@ impl Writer<'_> {
                     .counters
                     .unproven_retries
                     .fetch_add(1, Ordering::Relaxed);
-                self.consistent(resource).await?;
+                self.consistent_boxed(resource).await?;
                 *proven = true;
                 Ok(None)
             }
@@ -4227,6 +4287,36 @@ fn stored_value(object: &Value) -> Bytes {
 /// size, so a large object's text is not copied as the buffer doubles), and where the
 /// resource version goes in it (`None` without a metadata map): the cache object decoded from
 /// it takes its JSON encoding from these bytes ([`Object::with_json_written`]).
+/// Whether kube's quota evaluators look at a write of `def` replacing `old` for the
+/// limited-resources configuration: creates, and updates of Services and claims.
+fn quota_looks_at(def: &ResourceDef, old: Option<&Value>) -> bool {
+    old.is_none()
+        || (def.group.is_empty()
+            && matches!(def.plural.as_str(), "services" | "persistentvolumeclaims"))
+}
+
+/// The ResourceQuotas of `namespace` in `snapshot` that limit objects of `def`. A quota
+/// written or deleted (`name`, when `def` is ResourceQuotas) is not charged for itself:
+/// deleted, it goes in the same transaction; written, it counts itself when its status is
+/// filled.
+fn quotas_limiting(
+    snapshot: &watchkeeper_core::Snapshot,
+    def: &ResourceDef,
+    namespace: &str,
+    name: &str,
+) -> Vec<Arc<watchkeeper_core::Object>> {
+    let (group, plural) = (def.group.as_str(), def.plural.as_str());
+    let itself = group.is_empty() && plural == "resourcequotas";
+    let prefix = format!("{namespace}/");
+    snapshot
+        .range(Some(&prefix), None)
+        .take_while(|quota| quota.key().starts_with(&prefix))
+        .filter(|quota| !(itself && quota.name() == name))
+        .filter(|quota| !resource_quota::limits(quota.body(), group, plural).is_empty())
+        .cloned()
+        .collect()
+}
+
 fn stored_value_sized(
     object: &Value,
     capacity: usize,
