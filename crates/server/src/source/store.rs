@@ -2376,38 +2376,31 @@ impl Writer<'_> {
         }
         // Boxed where it is made: awaited inline, its ~7 KB state was in every write's future
         // and copied into it on every write of any kind (see `crate::http::boxed`).
-        pinned_in_place(|| self.crd_versions_admitted(resource, old, object)).await
-    }
-
-    /// [`Writer::custom_versions_admitted`] of a CustomResourceDefinition's write.
-    async fn crd_versions_admitted(
-        &self,
-        resource: &Resource,
-        old: Option<&Value>,
-        object: &Value,
-    ) -> Result<Option<tokio::sync::MutexGuard<'_, ()>>, ApiError> {
-        let name = object
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let versions = (
-            old.map_or(0, watchkeeper_api::crd::served_versions),
-            watchkeeper_api::crd::served_versions(object),
-        );
-        let others = async {
-            self.consistent(resource).await?;
-            Ok(resource
-                .cache()
-                .latest()
-                .range(None, None)
-                .filter(|crd| crd.name() != name)
-                .map(|crd| watchkeeper_api::crd::served_versions(crd.body()))
-                .fold(0, usize::saturating_add))
-        };
-        self.source
-            .custom_versions
-            .check(&resource.def, name, versions, others)
-            .await
+        pinned_in_place(|| async move {
+            let name = object
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let versions = (
+                old.map_or(0, watchkeeper_api::crd::served_versions),
+                watchkeeper_api::crd::served_versions(object),
+            );
+            let others = async {
+                self.consistent(resource).await?;
+                Ok(resource
+                    .cache()
+                    .latest()
+                    .range(None, None)
+                    .filter(|crd| crd.name() != name)
+                    .map(|crd| watchkeeper_api::crd::served_versions(crd.body()))
+                    .fold(0, usize::saturating_add))
+            };
+            self.source
+                .custom_versions
+                .check(&resource.def, name, versions, others)
+                .await
+        })
+        .await
     }
 
     /// Deletes every object of the resource the CustomResourceDefinition `crd` defines
@@ -2626,47 +2619,40 @@ impl Writer<'_> {
             return Ok(Vec::new());
         };
         // Boxed where it is made, as `custom_versions_admitted`: ~4.4 KB of state.
-        pinned_in_place(|| self.released_service_ips(allocators, old, new)).await
-    }
-
-    /// [`Writer::released_ip_addresses`] of a Service, with the server's address allocators.
-    async fn released_service_ips(
-        &self,
-        allocators: &Allocators,
-        old: &Value,
-        new: Option<&Value>,
-    ) -> Result<Vec<(Compare, TxnOp)>, ApiError> {
-        let text = |path: &str| {
-            old.pointer(path)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-        };
-        let (namespace, name) = (text("/metadata/namespace"), text("/metadata/name"));
-        let mut releases = Vec::new();
-        for ip in service_ips::released(old, new) {
-            let key = allocators.ip_address_key(ip);
-            let found = self
-                .source
-                .store
-                .range(watchkeeper_store::RangeRequest::key(key.clone()))
-                .await
-                .map_err(store_error)?
-                .kvs;
-            for kv in found.into_iter().filter(|kv| kv.key == key) {
-                let parent_is_this = serde_json::from_slice::<Value>(&kv.value)
-                    .is_ok_and(|object| service_ips::names_service(&object, namespace, name));
-                if parent_is_this {
-                    releases.push((
-                        Compare::ModRevision {
-                            key: key.clone(),
-                            revision: kv.mod_revision,
-                        },
-                        TxnOp::Delete { key: key.clone() },
-                    ));
+        pinned_in_place(|| async move {
+            let text = |path: &str| {
+                old.pointer(path)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+            };
+            let (namespace, name) = (text("/metadata/namespace"), text("/metadata/name"));
+            let mut releases = Vec::new();
+            for ip in service_ips::released(old, new) {
+                let key = allocators.ip_address_key(ip);
+                let found = self
+                    .source
+                    .store
+                    .range(watchkeeper_store::RangeRequest::key(key.clone()))
+                    .await
+                    .map_err(store_error)?
+                    .kvs;
+                for kv in found.into_iter().filter(|kv| kv.key == key) {
+                    let parent_is_this = serde_json::from_slice::<Value>(&kv.value)
+                        .is_ok_and(|object| service_ips::names_service(&object, namespace, name));
+                    if parent_is_this {
+                        releases.push((
+                            Compare::ModRevision {
+                                key: key.clone(),
+                                revision: kv.mod_revision,
+                            },
+                            TxnOp::Delete { key: key.clone() },
+                        ));
+                    }
                 }
             }
-        }
-        Ok(releases)
+            Ok(releases)
+        })
+        .await
     }
 
     /// Stores a new object, with the allocation records of a Service's address and node ports
@@ -2793,245 +2779,229 @@ impl Writer<'_> {
         old: Option<&Value>,
         new: Option<&Value>,
     ) -> Result<Vec<(Compare, TxnOp)>, ApiError> {
-        let Some(quotas) = self.quotas_to_look_at(resource, namespace, name, old, new) else {
-            return Ok(Vec::new());
-        };
-        // Boxed where it is made, as `custom_versions_admitted`: ~3.7 KB of state, in every
-        // namespaced write's future and copied into it when awaited inline.
-        pinned_in_place(|| self.quota_charges(quotas, resource, namespace, name, old, new)).await
-    }
-
-    /// The ResourceQuotas' resource when [`Writer::quota_claims`] has anything to look at:
-    /// quota admission on, a namespaced write, and either a write the limited-resources
-    /// configuration checks (a create, an update of a Service or a claim) or a quota of the
-    /// namespace that limits the resource (other than the quota written). `None`: no claims,
-    /// and nothing to refuse.
-    fn quotas_to_look_at(
-        &self,
-        resource: &Resource,
-        namespace: &str,
-        name: &str,
-        old: Option<&Value>,
-        new: Option<&Value>,
-    ) -> Option<&Resource> {
+        // Nothing to claim or refuse unless quota admission is on for a namespaced write and
+        // either the limited-resources configuration checks it (a create, an update of a
+        // Service or a claim) or a quota of the namespace limits the resource (other than the
+        // quota written): looked at without awaiting, so that most writes skip the rest.
         if !self.source.admission.resource_quota || !resource.def.namespaced || namespace.is_empty()
         {
-            return None;
+            return Ok(Vec::new());
         }
-        let quotas = self.quota_resource()?;
+        let Some(quotas) = self.quota_resource() else {
+            return Ok(Vec::new());
+        };
         let checked = new.is_some()
             && quota_looks_at(&resource.def, old)
             && !self.source.plugin_configs.limited_resources.is_empty();
-        let limiting = || {
-            !quotas_limiting(&quotas.cache().latest(), &resource.def, namespace, name).is_empty()
-        };
-        (checked || limiting()).then_some(quotas)
-    }
-
-    /// [`Writer::quota_claims`] once [`Writer::quotas_to_look_at`] found something to look at.
-    async fn quota_charges(
-        &self,
-        quotas: &Resource,
-        resource: &Resource,
-        namespace: &str,
-        name: &str,
-        old: Option<&Value>,
-        new: Option<&Value>,
-    ) -> Result<Vec<(Compare, TxnOp)>, ApiError> {
-        use std::collections::BTreeMap;
-        let (group, plural) = (resource.def.group.as_str(), resource.def.plural.as_str());
-        let prefix = format!("{namespace}/");
-        // The write's time: a pod terminating past its grace period is no longer charged.
-        // Read only when a quota is there to charge (most writes have none to look at).
-        let write_time = || {
-            watchkeeper_api::time::unix_from_rfc3339(&self.time)
-                .unwrap_or_else(crate::respond::now_unix)
-        };
-        if let Some(new) = new
-            && quota_looks_at(&resource.def, old)
-            && !self.source.plugin_configs.limited_resources.is_empty()
+        if !checked
+            && quotas_limiting(&quotas.cache().latest(), &resource.def, namespace, name).is_empty()
         {
-            let snapshot = quotas.cache().latest();
-            let all: Vec<&Value> = snapshot
-                .range(Some(&prefix), None)
-                .take_while(|quota| quota.key().starts_with(&prefix))
-                .map(|quota| quota.body())
-                .collect();
-            let limited = &self.source.plugin_configs.limited_resources;
-            resource_quota::uncovered(limited, (group, plural), (new, write_time()), &all)
-                .map_err(|refusal| match refusal {
-                    resource_quota::Uncovered::Resources(message) => {
-                        ApiError::forbidden(&resource.def, name, message)
-                    }
-                    resource_quota::Uncovered::Scopes(message) => ApiError::new(500, "", message),
-                })?;
-        }
-        let applicable = |snapshot: &watchkeeper_core::Snapshot| {
-            quotas_limiting(snapshot, &resource.def, namespace, name)
-        };
-        let found = applicable(&quotas.cache().latest());
-        if found.is_empty() {
             return Ok(Vec::new());
         }
-        let now = write_time();
-        if old.is_none()
-            && let Some(new) = new
-        {
-            // kube checks a pod's containers on create, before any amount, for the quotas
-            // that select it.
-            for quota in &found {
-                if !resource_quota::selects(quota.body(), group, plural, new) {
-                    continue;
-                }
-                let limits = resource_quota::limits(quota.body(), group, plural);
-                if let Some(message) = resource_quota::unstated(group, plural, &limits, new) {
-                    let message = format!("failed quota: {}: {message}", quota.name());
-                    return Err(ApiError::forbidden(&resource.def, name, message));
-                }
-            }
-        }
-        // What the write adds to and takes from each limited name of `quota`: the charges of
-        // `old` and `new` that it selects (a scoped quota selects only some pods).
-        let delta = |quota: &Value| {
-            let charged = |object: Option<&Value>| {
-                object
-                    .filter(|object| resource_quota::selects(quota, group, plural, object))
-                    .map_or_else(BTreeMap::new, |o| {
-                        resource_quota::charges(group, plural, o, now)
-                    })
+        // Boxed where it is made, as `custom_versions_admitted`: ~3.7 KB of state, in every
+        // namespaced write's future and copied into it when awaited inline.
+        pinned_in_place(|| async move {
+            use std::collections::BTreeMap;
+            let (group, plural) = (resource.def.group.as_str(), resource.def.plural.as_str());
+            let prefix = format!("{namespace}/");
+            // The write's time: a pod terminating past its grace period is no longer charged.
+            // Read only when a quota is there to charge (most writes have none to look at).
+            let write_time = || {
+                watchkeeper_api::time::unix_from_rfc3339(&self.time)
+                    .unwrap_or_else(crate::respond::now_unix)
             };
-            let (before, after) = (charged(old), charged(new));
-            let mut added: BTreeMap<String, Quantity> = BTreeMap::new();
-            let mut taken: BTreeMap<String, Quantity> = BTreeMap::new();
-            for (limited, _) in resource_quota::limits(quota, group, plural) {
-                let zero = Quantity::zero();
-                let was = before.get(&limited).copied().unwrap_or(zero);
-                let is = after.get(&limited).copied().unwrap_or(zero);
-                match is.cmp(&was) {
-                    std::cmp::Ordering::Greater => {
-                        added.insert(limited, zero.plus(is).minus(was));
+            if let Some(new) = new
+                && quota_looks_at(&resource.def, old)
+                && !self.source.plugin_configs.limited_resources.is_empty()
+            {
+                let snapshot = quotas.cache().latest();
+                let all: Vec<&Value> = snapshot
+                    .range(Some(&prefix), None)
+                    .take_while(|quota| quota.key().starts_with(&prefix))
+                    .map(|quota| quota.body())
+                    .collect();
+                let limited = &self.source.plugin_configs.limited_resources;
+                resource_quota::uncovered(limited, (group, plural), (new, write_time()), &all)
+                    .map_err(|refusal| match refusal {
+                        resource_quota::Uncovered::Resources(message) => {
+                            ApiError::forbidden(&resource.def, name, message)
+                        }
+                        resource_quota::Uncovered::Scopes(message) => {
+                            ApiError::new(500, "", message)
+                        }
+                    })?;
+            }
+            let applicable = |snapshot: &watchkeeper_core::Snapshot| {
+                quotas_limiting(snapshot, &resource.def, namespace, name)
+            };
+            let found = applicable(&quotas.cache().latest());
+            if found.is_empty() {
+                return Ok(Vec::new());
+            }
+            let now = write_time();
+            if old.is_none()
+                && let Some(new) = new
+            {
+                // kube checks a pod's containers on create, before any amount, for the quotas
+                // that select it.
+                for quota in &found {
+                    if !resource_quota::selects(quota.body(), group, plural, new) {
+                        continue;
                     }
-                    std::cmp::Ordering::Less => {
-                        taken.insert(limited, zero.plus(was).minus(is));
+                    let limits = resource_quota::limits(quota.body(), group, plural);
+                    if let Some(message) = resource_quota::unstated(group, plural, &limits, new) {
+                        let message = format!("failed quota: {}: {message}", quota.name());
+                        return Err(ApiError::forbidden(&resource.def, name, message));
                     }
-                    std::cmp::Ordering::Equal => {}
                 }
             }
-            (added, taken)
-        };
-        if found.iter().all(|quota| {
-            let (added, taken) = delta(quota.body());
-            added.is_empty() && taken.is_empty()
-        }) {
-            return Ok(Vec::new());
-        }
-        self.consistent(resource).await?;
-        let found = applicable(&quotas.cache().latest());
-        // What a quota says its namespace uses, when it names every name it limits: a write
-        // that only adds builds on it, as kube's admission does (`status.used` plus the
-        // write's charge), so a create costs the same however many objects the namespace
-        // holds; a write that gives usage back builds on it minus what it gives back. Every
-        // charged write keeps `status.used` in its own transaction, and the transaction
-        // compares the quota's revision, so two writes that read the same usage cannot both
-        // commit. A write the stated usage would refuse counts again instead, and so does one
-        // giving back what the stated usage may not hold (a pod time alone stopped charging,
-        // or more than stated): that corrects what time or a writer behind the server's back
-        // changed before anything is refused on it.
-        let stated = |body: &Value, limits: &[(String, Quantity)]| {
-            let used = resource_quota::quantities(body.pointer("/status/used"));
-            limits
-                .iter()
-                .map(|(limited, _)| Some((limited.clone(), *used.get(limited)?)))
-                .collect::<Option<BTreeMap<String, Quantity>>>()
-        };
-        // What the namespace uses now (`old` included, `new` not yet), from the counted
-        // resource's cache at least as new as the quotas read: every charged write also
-        // writes its quotas, so a quota unchanged from the revision read here (the
-        // transaction's compare) means nothing it counts changed after it. A count from a
-        // cache behind the quota's revision could miss a write the quota already holds (two
-        // servers, each cache dispatched on its own). Taken once, when a quota needs it.
-        let seen = found
-            .iter()
-            .map(|quota| quota.resource_version())
-            .max()
-            .unwrap_or_default();
-        let mut snapshot = None;
-        let mut claims = Vec::new();
-        for quota in found {
-            let body = quota.body();
-            let limits = resource_quota::limits(body, group, plural);
-            let (added, taken) = delta(body);
-            // A write the stated usage would refuse counts again first, so no refusal rests
-            // on a usage time or a writer behind the server's back made stale (a pod
-            // terminating past its grace period, which kube's admission still counts until
-            // its controller's next resync).
-            let used = stated(body, &limits).filter(|used| {
-                let gives_back_what_is_stated = taken.is_empty()
-                    || (old.is_none_or(|old| {
-                        resource_quota::charge_is_stated(group, plural, old, now)
-                    }) && taken
-                        .iter()
-                        .all(|(limited, amount)| used.get(limited).is_some_and(|u| u >= amount)));
-                gives_back_what_is_stated
-                    && resource_quota::exceeded(quota.name(), &limits, used, &added).is_none()
-            });
-            let used = match used {
-                Some(used) => used,
-                None => {
-                    if snapshot.is_none() {
-                        self.fresh.wait(resource.cache(), seen).await?;
-                        snapshot = Some(resource.cache().latest());
+            // What the write adds to and takes from each limited name of `quota`: the charges of
+            // `old` and `new` that it selects (a scoped quota selects only some pods).
+            let delta = |quota: &Value| {
+                let charged = |object: Option<&Value>| {
+                    object
+                        .filter(|object| resource_quota::selects(quota, group, plural, object))
+                        .map_or_else(BTreeMap::new, |o| {
+                            resource_quota::charges(group, plural, o, now)
+                        })
+                };
+                let (before, after) = (charged(old), charged(new));
+                let mut added: BTreeMap<String, Quantity> = BTreeMap::new();
+                let mut taken: BTreeMap<String, Quantity> = BTreeMap::new();
+                for (limited, _) in resource_quota::limits(quota, group, plural) {
+                    let zero = Quantity::zero();
+                    let was = before.get(&limited).copied().unwrap_or(zero);
+                    let is = after.get(&limited).copied().unwrap_or(zero);
+                    match is.cmp(&was) {
+                        std::cmp::Ordering::Greater => {
+                            added.insert(limited, zero.plus(is).minus(was));
+                        }
+                        std::cmp::Ordering::Less => {
+                            taken.insert(limited, zero.plus(was).minus(is));
+                        }
+                        std::cmp::Ordering::Equal => {}
                     }
-                    let Some(snapshot) = &snapshot else {
-                        return Err(ApiError::internal(
-                            "a resource quota that needs counting was not counted",
-                        ));
-                    };
-                    let mut used: BTreeMap<String, Quantity> = limits
-                        .iter()
-                        .map(|(limited, _)| (limited.clone(), Quantity::zero()))
-                        .collect();
-                    for counted in snapshot
-                        .range(Some(&prefix), None)
-                        .take_while(|o| o.key().starts_with(&prefix))
-                        .filter(|o| resource_quota::selects(body, group, plural, o.body()))
-                    {
-                        let charged = resource_quota::charges(group, plural, counted.body(), now);
-                        for (limited, total) in &mut used {
-                            if let Some(charge) = charged.get(limited) {
-                                *total = total.plus(*charge);
+                }
+                (added, taken)
+            };
+            if found.iter().all(|quota| {
+                let (added, taken) = delta(quota.body());
+                added.is_empty() && taken.is_empty()
+            }) {
+                return Ok(Vec::new());
+            }
+            self.consistent(resource).await?;
+            let found = applicable(&quotas.cache().latest());
+            // What a quota says its namespace uses, when it names every name it limits: a write
+            // that only adds builds on it, as kube's admission does (`status.used` plus the
+            // write's charge), so a create costs the same however many objects the namespace
+            // holds; a write that gives usage back builds on it minus what it gives back. Every
+            // charged write keeps `status.used` in its own transaction, and the transaction
+            // compares the quota's revision, so two writes that read the same usage cannot both
+            // commit. A write the stated usage would refuse counts again instead, and so does one
+            // giving back what the stated usage may not hold (a pod time alone stopped charging,
+            // or more than stated): that corrects what time or a writer behind the server's back
+            // changed before anything is refused on it.
+            let stated = |body: &Value, limits: &[(String, Quantity)]| {
+                let used = resource_quota::quantities(body.pointer("/status/used"));
+                limits
+                    .iter()
+                    .map(|(limited, _)| Some((limited.clone(), *used.get(limited)?)))
+                    .collect::<Option<BTreeMap<String, Quantity>>>()
+            };
+            // What the namespace uses now (`old` included, `new` not yet), from the counted
+            // resource's cache at least as new as the quotas read: every charged write also
+            // writes its quotas, so a quota unchanged from the revision read here (the
+            // transaction's compare) means nothing it counts changed after it. A count from a
+            // cache behind the quota's revision could miss a write the quota already holds (two
+            // servers, each cache dispatched on its own). Taken once, when a quota needs it.
+            let seen = found
+                .iter()
+                .map(|quota| quota.resource_version())
+                .max()
+                .unwrap_or_default();
+            let mut snapshot = None;
+            let mut claims = Vec::new();
+            for quota in found {
+                let body = quota.body();
+                let limits = resource_quota::limits(body, group, plural);
+                let (added, taken) = delta(body);
+                // A write the stated usage would refuse counts again first, so no refusal rests
+                // on a usage time or a writer behind the server's back made stale (a pod
+                // terminating past its grace period, which kube's admission still counts until
+                // its controller's next resync).
+                let used = stated(body, &limits).filter(|used| {
+                    let gives_back_what_is_stated = taken.is_empty()
+                        || (old.is_none_or(|old| {
+                            resource_quota::charge_is_stated(group, plural, old, now)
+                        }) && taken.iter().all(|(limited, amount)| {
+                            used.get(limited).is_some_and(|u| u >= amount)
+                        }));
+                    gives_back_what_is_stated
+                        && resource_quota::exceeded(quota.name(), &limits, used, &added).is_none()
+                });
+                let used = match used {
+                    Some(used) => used,
+                    None => {
+                        if snapshot.is_none() {
+                            self.fresh.wait(resource.cache(), seen).await?;
+                            snapshot = Some(resource.cache().latest());
+                        }
+                        let Some(snapshot) = &snapshot else {
+                            return Err(ApiError::internal(
+                                "a resource quota that needs counting was not counted",
+                            ));
+                        };
+                        let mut used: BTreeMap<String, Quantity> = limits
+                            .iter()
+                            .map(|(limited, _)| (limited.clone(), Quantity::zero()))
+                            .collect();
+                        for counted in snapshot
+                            .range(Some(&prefix), None)
+                            .take_while(|o| o.key().starts_with(&prefix))
+                            .filter(|o| resource_quota::selects(body, group, plural, o.body()))
+                        {
+                            let charged =
+                                resource_quota::charges(group, plural, counted.body(), now);
+                            for (limited, total) in &mut used {
+                                if let Some(charge) = charged.get(limited) {
+                                    *total = total.plus(*charge);
+                                }
                             }
                         }
+                        used
                     }
-                    used
+                };
+                if let Some(message) =
+                    resource_quota::exceeded(quota.name(), &limits, &used, &added)
+                {
+                    return Err(ApiError::forbidden(&resource.def, name, message));
                 }
-            };
-            if let Some(message) = resource_quota::exceeded(quota.name(), &limits, &used, &added) {
-                return Err(ApiError::forbidden(&resource.def, name, message));
+                let used = used
+                    .into_iter()
+                    .map(|(limited, now)| {
+                        let zero = Quantity::zero();
+                        let plus = added.get(&limited).copied().unwrap_or(zero);
+                        let minus = taken.get(&limited).copied().unwrap_or(zero);
+                        (limited, now.plus(plus).minus(minus))
+                    })
+                    .collect();
+                let updated = resource_quota::with_status(body.clone(), &used);
+                let key = Bytes::from(quotas.store_key(quota.namespace(), quota.name()));
+                claims.push((
+                    Compare::ModRevision {
+                        key: key.clone(),
+                        revision: quota.resource_version(),
+                    },
+                    TxnOp::Put {
+                        key,
+                        value: stored_value(&quotas.stored_form(&updated)),
+                    },
+                ));
             }
-            let used = used
-                .into_iter()
-                .map(|(limited, now)| {
-                    let zero = Quantity::zero();
-                    let plus = added.get(&limited).copied().unwrap_or(zero);
-                    let minus = taken.get(&limited).copied().unwrap_or(zero);
-                    (limited, now.plus(plus).minus(minus))
-                })
-                .collect();
-            let updated = resource_quota::with_status(body.clone(), &used);
-            let key = Bytes::from(quotas.store_key(quota.namespace(), quota.name()));
-            claims.push((
-                Compare::ModRevision {
-                    key: key.clone(),
-                    revision: quota.resource_version(),
-                },
-                TxnOp::Put {
-                    key,
-                    value: stored_value(&quotas.stored_form(&updated)),
-                },
-            ));
-        }
-        Ok(claims)
+            Ok(claims)
+        })
+        .await
     }
 
     /// A write committed: a ResourceQuota whose status it counted is counted again once the
