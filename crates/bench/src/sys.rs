@@ -441,8 +441,9 @@ const TRACEPOINTS: [(&str, &str); 5] = [
 ];
 
 /// The system calls a fan-out run's window counts ([`WindowCounts::start_with`]): the
-/// deliveries' socket writes, the wake-ups between threads (`futex`, and `write` on the
-/// runtime's `eventfd` that wakes a worker parked in `epoll_wait`), and the heap's growth
+/// deliveries' socket writes, the wake-ups between threads (`futex`, and `write`: in a
+/// fan-out run's window nearly all on the runtime's `eventfd`, which wakes a worker parked in
+/// `epoll_wait`), and the heap's growth
 /// (`mprotect` for glibc's thread arenas, `brk` for its main one, `mmap`, `madvise`, `munmap`).
 pub const FANOUT_TRACEPOINTS: [(&str, &str); 9] = [
     ("writev", "syscalls/sys_enter_writev"),
