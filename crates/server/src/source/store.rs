@@ -2790,19 +2790,20 @@ impl Writer<'_> {
         let Some(quotas) = self.quota_resource() else {
             return Ok(Vec::new());
         };
-        let checked = new.is_some()
-            && quota_looks_at(&resource.def, old)
-            && !self.source.plugin_configs.limited_resources.is_empty();
-        if !checked
-            && quotas_limiting(&quotas.cache().latest(), &resource.def, namespace, name).is_empty()
-        {
+        // kube's evaluators look at creates, and at updates of Services and claims.
+        let (group, plural) = (resource.def.group.as_str(), resource.def.plural.as_str());
+        let looked_at = old.is_none()
+            || (group.is_empty() && matches!(plural, "services" | "persistentvolumeclaims"));
+        let checked =
+            new.is_some() && looked_at && !self.source.plugin_configs.limited_resources.is_empty();
+        let found = quotas_limiting(&quotas.cache().latest(), &resource.def, namespace, name);
+        if !checked && found.is_empty() {
             return Ok(Vec::new());
         }
         // Boxed where it is made, as `custom_versions_admitted`: ~3.7 KB of state, in every
         // namespaced write's future and copied into it when awaited inline.
         pinned_in_place(|| async move {
             use std::collections::BTreeMap;
-            let (group, plural) = (resource.def.group.as_str(), resource.def.plural.as_str());
             let prefix = format!("{namespace}/");
             // The write's time: a pod terminating past its grace period is no longer charged.
             // Read only when a quota is there to charge (most writes have none to look at).
@@ -2810,10 +2811,7 @@ impl Writer<'_> {
                 watchkeeper_api::time::unix_from_rfc3339(&self.time)
                     .unwrap_or_else(crate::respond::now_unix)
             };
-            if let Some(new) = new
-                && quota_looks_at(&resource.def, old)
-                && !self.source.plugin_configs.limited_resources.is_empty()
-            {
+            if checked && let Some(new) = new {
                 let snapshot = quotas.cache().latest();
                 let all: Vec<&Value> = snapshot
                     .range(Some(&prefix), None)
@@ -2831,10 +2829,6 @@ impl Writer<'_> {
                         }
                     })?;
             }
-            let applicable = |snapshot: &watchkeeper_core::Snapshot| {
-                quotas_limiting(snapshot, &resource.def, namespace, name)
-            };
-            let found = applicable(&quotas.cache().latest());
             if found.is_empty() {
                 return Ok(Vec::new());
             }
@@ -2891,7 +2885,7 @@ impl Writer<'_> {
                 return Ok(Vec::new());
             }
             self.consistent(resource).await?;
-            let found = applicable(&quotas.cache().latest());
+            let found = quotas_limiting(&quotas.cache().latest(), &resource.def, namespace, name);
             // What a quota says its namespace uses, when it names every name it limits: a write
             // that only adds builds on it, as kube's admission does (`status.used` plus the
             // write's charge), so a create costs the same however many objects the namespace
@@ -4257,14 +4251,6 @@ fn stored_value(object: &Value) -> Bytes {
 /// size, so a large object's text is not copied as the buffer doubles), and where the
 /// resource version goes in it (`None` without a metadata map): the cache object decoded from
 /// it takes its JSON encoding from these bytes ([`Object::with_json_written`]).
-/// Whether kube's quota evaluators look at a write of `def` replacing `old` for the
-/// limited-resources configuration: creates, and updates of Services and claims.
-fn quota_looks_at(def: &ResourceDef, old: Option<&Value>) -> bool {
-    old.is_none()
-        || (def.group.is_empty()
-            && matches!(def.plural.as_str(), "services" | "persistentvolumeclaims"))
-}
-
 /// The ResourceQuotas of `namespace` in `snapshot` that limit objects of `def`. A quota
 /// written or deleted (`name`, when `def` is ResourceQuotas) is not charged for itself:
 /// deleted, it goes in the same transaction; written, it counts itself when its status is
