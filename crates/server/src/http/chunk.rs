@@ -5,120 +5,129 @@
 //! ## Guarantees
 //! - A chunk's bytes are its pieces' bytes in order; nothing is copied to build it (the
 //!   pieces are `Bytes`: a watch event's cached encoding is shared by every watcher, its
-//!   framing text is static), and a chunk of up to [`INLINE`] pieces allocates nothing.
+//!   framing text is static), and a chunk of one piece allocates nothing.
 //! - One chunk is one body frame: over HTTP/1.1 one chunked-encoding header and one entry
 //!   in hyper's write queue for a whole batch of watch events (its pieces become the
 //!   `writev`'s slices), over HTTP/2 one DATA frame (split only by the flow-control window).
+//! - A chunk is at most [`SIZE_MAX`] bytes (a test keeps it so): each delivery moves it
+//!   several times on its way into hyper's write queue (out of the body, into a frame, into
+//!   the chunked encoder's buffer, into the queue), and moves that small are a few register
+//!   stores where a larger value's were each a `memcpy` call into the connection's cold
+//!   queue (BENCHMARKS.md, invocation BZ: 144 bytes with three pieces inline, six such
+//!   calls per delivery).
 
 use bytes::{Buf, BufMut as _, Bytes};
 
-/// Pieces a chunk holds without allocating (a shared watch event: prefix, object, suffix).
-pub const INLINE: usize = 3;
+/// The largest a [`Chunk`] may be, in bytes (see the module docs).
+pub const SIZE_MAX: usize = 48;
 
 /// Body bytes in pieces, sent as one frame (see the module docs).
-#[derive(Debug, Default)]
-pub struct Chunk {
-    /// The pieces when there are at most [`INLINE`] of them (`heap` is then empty).
-    inline: [Bytes; INLINE],
-    /// The pieces when there are more.
-    heap: Vec<Bytes>,
-    /// Pieces in `inline`.
-    len: usize,
-    /// The first piece not yet consumed.
-    next: usize,
-    /// Bytes not yet consumed.
-    remaining: usize,
+#[derive(Debug)]
+pub struct Chunk(Pieces);
+
+#[derive(Debug)]
+enum Pieces {
+    /// One piece (every response's frame but a watch's batch of several), consumed in place.
+    One(Bytes),
+    /// Several: the batch's vector of pieces, consumed from `next`, `remaining` bytes left.
+    Many {
+        parts: Vec<Bytes>,
+        next: usize,
+        remaining: usize,
+    },
+}
+
+impl Default for Chunk {
+    fn default() -> Chunk {
+        Chunk(Pieces::One(Bytes::new()))
+    }
 }
 
 impl Chunk {
-    /// A chunk of `parts`' pieces, leaving `parts` empty. Up to [`INLINE`] pieces are moved
-    /// into the chunk and `parts` keeps its capacity for the next batch; more pieces take
-    /// `parts`' vector along (and leave an empty one of the same capacity in its place).
+    /// A chunk of `parts`' pieces, leaving `parts` empty. One piece is moved into the chunk
+    /// and `parts` keeps its capacity for the next batch; several take `parts`' vector along
+    /// (and leave an empty one of the same capacity in its place).
     #[must_use]
     pub fn from_parts(parts: &mut Vec<Bytes>) -> Chunk {
-        let remaining = parts.iter().map(Bytes::len).sum();
-        if parts.len() <= INLINE {
-            let mut chunk = Chunk {
-                len: parts.len(),
-                remaining,
-                ..Chunk::default()
-            };
-            for (slot, part) in chunk.inline.iter_mut().zip(parts.drain(..)) {
-                *slot = part;
-            }
-            return chunk;
+        if parts.len() <= 1 {
+            return Chunk(Pieces::One(parts.pop().unwrap_or_default()));
         }
         let capacity = parts.capacity();
-        Chunk {
-            heap: std::mem::replace(parts, Vec::with_capacity(capacity)),
+        let parts = std::mem::replace(parts, Vec::with_capacity(capacity));
+        let remaining = parts.iter().map(Bytes::len).sum();
+        Chunk(Pieces::Many {
+            parts,
+            next: 0,
             remaining,
-            ..Chunk::default()
-        }
-    }
-
-    fn parts(&self) -> &[Bytes] {
-        if self.heap.is_empty() {
-            &self.inline[..self.len]
-        } else {
-            &self.heap
-        }
-    }
-
-    fn parts_mut(&mut self) -> &mut [Bytes] {
-        if self.heap.is_empty() {
-            &mut self.inline[..self.len]
-        } else {
-            &mut self.heap
-        }
+        })
     }
 }
 
 impl From<Bytes> for Chunk {
     fn from(bytes: Bytes) -> Chunk {
-        let mut chunk = Chunk {
-            len: 1,
-            remaining: bytes.len(),
-            ..Chunk::default()
-        };
-        chunk.inline[0] = bytes;
-        chunk
+        Chunk(Pieces::One(bytes))
     }
 }
 
 impl Buf for Chunk {
     fn remaining(&self) -> usize {
-        self.remaining
+        match &self.0 {
+            Pieces::One(piece) => piece.len(),
+            Pieces::Many { remaining, .. } => *remaining,
+        }
     }
 
     fn chunk(&self) -> &[u8] {
-        self.parts()[self.next..]
-            .iter()
-            .find(|part| !part.is_empty())
-            .map_or(&[], |part| part.as_ref())
+        match &self.0 {
+            Pieces::One(piece) => piece,
+            Pieces::Many { parts, next, .. } => parts[*next..]
+                .iter()
+                .find(|part| !part.is_empty())
+                .map_or(&[], |part| part.as_ref()),
+        }
     }
 
     fn advance(&mut self, mut cnt: usize) {
-        assert!(cnt <= self.remaining, "advance past the end of a chunk");
-        self.remaining -= cnt;
-        let mut next = self.next;
-        let parts = self.parts_mut();
-        while cnt > 0 {
-            let part = &mut parts[next];
-            if cnt < part.len() {
-                part.advance(cnt);
-                break;
+        assert!(
+            cnt <= self.remaining(),
+            "advance past the end of a chunk"
+        );
+        match &mut self.0 {
+            Pieces::One(piece) => {
+                if cnt < piece.len() {
+                    piece.advance(cnt);
+                } else {
+                    // Consumed: release the piece now (a shared encoding's reference).
+                    *piece = Bytes::new();
+                }
             }
-            cnt -= part.len();
-            // Consumed: release the piece now (a shared encoding's reference).
-            *part = Bytes::new();
-            next += 1;
+            Pieces::Many {
+                parts,
+                next,
+                remaining,
+            } => {
+                *remaining -= cnt;
+                while cnt > 0 {
+                    let part = &mut parts[*next];
+                    if cnt < part.len() {
+                        part.advance(cnt);
+                        break;
+                    }
+                    cnt -= part.len();
+                    *part = Bytes::new();
+                    *next += 1;
+                }
+            }
         }
-        self.next = next;
     }
 
     fn chunks_vectored<'a>(&'a self, dst: &mut [std::io::IoSlice<'a>]) -> usize {
+        let parts = match &self.0 {
+            Pieces::One(piece) => std::slice::from_ref(piece),
+            Pieces::Many { parts, next, .. } => &parts[*next..],
+        };
         let mut filled = 0;
-        for part in &self.parts()[self.next..] {
+        for part in parts {
             if filled == dst.len() {
                 break;
             }
@@ -132,12 +141,17 @@ impl Buf for Chunk {
 
     fn copy_to_bytes(&mut self, len: usize) -> Bytes {
         // The common case: the bytes asked for lie in the current piece (no copy).
-        let next = self.next;
-        if let Some(part) = self.parts_mut()[next..].iter_mut().find(|p| !p.is_empty())
+        let current = match &mut self.0 {
+            Pieces::One(piece) => Some(piece),
+            Pieces::Many { parts, next, .. } => parts[*next..].iter_mut().find(|p| !p.is_empty()),
+        };
+        if let Some(part) = current
             && part.len() >= len
         {
             let bytes = part.split_to(len);
-            self.remaining -= len;
+            if let Pieces::Many { remaining, .. } = &mut self.0 {
+                *remaining -= len;
+            }
             return bytes;
         }
         let mut out = bytes::BytesMut::with_capacity(len);
@@ -172,6 +186,7 @@ mod tests {
     fn a_chunk_is_its_pieces_in_order_whatever_the_steps() {
         for parts in [
             pieces(&["abc"]),
+            pieces(&["{\"a\":", "1}\n"]),
             pieces(&["{\"a\":", "", "1}\n"]),
             pieces(&["a", "bc", "", "def", "g", "hij"]),
         ] {
@@ -208,6 +223,43 @@ mod tests {
         assert_eq!(&chunk.copy_to_bytes(3)[..], b"cde");
         assert_eq!(chunk.remaining(), 3);
         assert_eq!(drain(chunk, 10), b"fgh");
+        let shared = Bytes::from_static(b"abcdef");
+        let mut one = Chunk::from(shared.clone());
+        let head = one.copy_to_bytes(2);
+        assert_eq!((&head[..], head.as_ptr()), (&b"ab"[..], shared.as_ptr()));
+        assert_eq!(one.remaining(), 4);
+        assert_eq!(drain(one, 3), b"cdef");
+    }
+
+    /// Goal: a chunk stays small enough that moving it is not a `memcpy` call (see the
+    /// module docs), one piece or several.
+    #[test]
+    fn a_chunk_is_small() {
+        assert!(
+            std::mem::size_of::<Chunk>() <= SIZE_MAX,
+            "{} bytes",
+            std::mem::size_of::<Chunk>()
+        );
+    }
+
+    #[test]
+    fn one_piece_is_released_once_consumed_and_copies_nothing() {
+        let shared = Bytes::from(b"{\"type\":\"MODIFIED\"}\n".to_vec());
+        let mut source = vec![shared.clone()];
+        let capacity = source.capacity();
+        let mut chunk = Chunk::from_parts(&mut source);
+        assert!(source.is_empty());
+        assert_eq!(source.capacity(), capacity, "the batch's vector stays");
+        assert_eq!(chunk.chunk().as_ptr(), shared.as_ptr(), "shared, not copied");
+        let mut slices = [std::io::IoSlice::new(&[]); 4];
+        assert_eq!(chunk.chunks_vectored(&mut slices), 1);
+        assert!(!shared.is_unique());
+        chunk.advance(shared.len());
+        assert!(shared.is_unique(), "the consumed piece's reference is released");
+        assert_eq!(chunk.remaining(), 0);
+        let mut slices = [std::io::IoSlice::new(&[]); 4];
+        assert_eq!(chunk.chunks_vectored(&mut slices), 0);
+        assert!(Chunk::from_parts(&mut Vec::new()).chunk().is_empty());
     }
 
     #[test]
