@@ -88,10 +88,7 @@ impl Buf for Chunk {
     }
 
     fn advance(&mut self, mut cnt: usize) {
-        assert!(
-            cnt <= self.remaining(),
-            "advance past the end of a chunk"
-        );
+        assert!(cnt <= self.remaining(), "advance past the end of a chunk");
         match &mut self.0 {
             Pieces::One(piece) => {
                 if cnt < piece.len() {
@@ -250,12 +247,19 @@ mod tests {
         let mut chunk = Chunk::from_parts(&mut source);
         assert!(source.is_empty());
         assert_eq!(source.capacity(), capacity, "the batch's vector stays");
-        assert_eq!(chunk.chunk().as_ptr(), shared.as_ptr(), "shared, not copied");
+        assert_eq!(
+            chunk.chunk().as_ptr(),
+            shared.as_ptr(),
+            "shared, not copied"
+        );
         let mut slices = [std::io::IoSlice::new(&[]); 4];
         assert_eq!(chunk.chunks_vectored(&mut slices), 1);
         assert!(!shared.is_unique());
         chunk.advance(shared.len());
-        assert!(shared.is_unique(), "the consumed piece's reference is released");
+        assert!(
+            shared.is_unique(),
+            "the consumed piece's reference is released"
+        );
         assert_eq!(chunk.remaining(), 0);
         let mut slices = [std::io::IoSlice::new(&[]); 4];
         assert_eq!(chunk.chunks_vectored(&mut slices), 0);
