@@ -5,7 +5,12 @@
 //! ## Guarantees
 //! - A chunk's bytes are its pieces' bytes in order; nothing is copied to build it (the
 //!   pieces are `Bytes`: a watch event's cached encoding is shared by every watcher, its
-//!   framing text is static), and a chunk of one piece allocates nothing.
+//!   framing text is static). A chunk of one piece (every response's frame, a watch
+//!   batch of one MODIFIED event, whose frame is one shared buffer) allocates nothing; one of
+//!   several (a batch, or a lone ADDED or DELETED event of an object large enough to share
+//!   its encoding: a static head and the shared piece) takes the batch's vector along and
+//!   leaves an empty one of its capacity, one allocation per such chunk (up to three pieces
+//!   were held inline before, at 144 bytes a chunk: see below).
 //! - One chunk is one body frame: over HTTP/1.1 one chunked-encoding header and one entry
 //!   in hyper's write queue for a whole batch of watch events (its pieces become the
 //!   `writev`'s slices), over HTTP/2 one DATA frame (split only by the flow-control window).
