@@ -6,11 +6,13 @@
 //! - A chunk's bytes are its pieces' bytes in order; nothing is copied to build it (the
 //!   pieces are `Bytes`: a watch event's cached encoding is shared by every watcher, its
 //!   framing text is static). A chunk of one piece (every response's frame, a watch
-//!   batch of one MODIFIED event, whose frame is one shared buffer) allocates nothing; one of
-//!   several (a batch, or a lone ADDED or DELETED event of an object large enough to share
-//!   its encoding: a static head and the shared piece) takes the batch's vector along and
-//!   leaves an empty one of its capacity, one allocation per such chunk (up to three pieces
-//!   were held inline before, at 144 bytes a chunk: see below).
+//!   batch of one MODIFIED event, whose frame is one shared buffer) allocates nothing. Up to
+//!   [`FEW`] pieces (a lone ADDED or DELETED event of an object large enough to share its
+//!   encoding: a static head, the shared piece, a static tail) are moved into a vector of
+//!   their size, the batch's keeping its buffer; a batch of more takes the batch's vector
+//!   along and leaves an empty one of its capacity. One allocation per chunk of several
+//!   pieces, of at most the batch's size (up to three pieces were held inline before, at 144
+//!   bytes a chunk: see below).
 //! - One chunk is one body frame: over HTTP/1.1 one chunked-encoding header and one entry
 //!   in hyper's write queue for a whole batch of watch events (its pieces become the
 //!   `writev`'s slices), over HTTP/2 one DATA frame (split only by the flow-control window).
@@ -25,6 +27,10 @@ use bytes::{Buf, BufMut as _, Bytes};
 
 /// The largest a [`Chunk`] may be, in bytes (see the module docs).
 pub const SIZE_MAX: usize = 48;
+
+/// Pieces moved into a vector of their own rather than taking the batch's (see the module
+/// docs): an event's frame around a shared encoding has at most three.
+pub const FEW: usize = 3;
 
 /// Body bytes in pieces, sent as one frame (see the module docs).
 #[derive(Debug)]
@@ -50,15 +56,22 @@ impl Default for Chunk {
 
 impl Chunk {
     /// A chunk of `parts`' pieces, leaving `parts` empty. One piece is moved into the chunk
-    /// and `parts` keeps its capacity for the next batch; several take `parts`' vector along
-    /// (and leave an empty one of the same capacity in its place).
+    /// and up to [`FEW`] into a vector of their own, `parts` keeping its buffer for the next
+    /// batch; more take `parts`' vector along (and leave an empty one of the same capacity in
+    /// its place).
     #[must_use]
     pub fn from_parts(parts: &mut Vec<Bytes>) -> Chunk {
         if parts.len() <= 1 {
             return Chunk(Pieces::One(parts.pop().unwrap_or_default()));
         }
-        let capacity = parts.capacity();
-        let parts = std::mem::replace(parts, Vec::with_capacity(capacity));
+        let parts = if parts.len() <= FEW {
+            let mut few = Vec::with_capacity(parts.len());
+            few.append(parts);
+            few
+        } else {
+            let capacity = parts.capacity();
+            std::mem::replace(parts, Vec::with_capacity(capacity))
+        };
         let remaining = parts.iter().map(Bytes::len).sum();
         Chunk(Pieces::Many {
             parts,
@@ -269,6 +282,17 @@ mod tests {
         let mut slices = [std::io::IoSlice::new(&[]); 4];
         assert_eq!(chunk.chunks_vectored(&mut slices), 0);
         assert!(Chunk::from_parts(&mut Vec::new()).chunk().is_empty());
+    }
+
+    #[test]
+    fn a_few_pieces_leave_the_batch_its_buffer() {
+        let mut source = Vec::with_capacity(64);
+        source.extend(pieces(&["{\"type\":\"ADDED\",\"object\":", "{}", "}\n"]));
+        let buffer = source.as_ptr();
+        let chunk = Chunk::from_parts(&mut source);
+        assert!(source.is_empty());
+        assert_eq!((source.as_ptr(), source.capacity()), (buffer, 64));
+        assert_eq!(drain(chunk, 4), b"{\"type\":\"ADDED\",\"object\":{}}\n");
     }
 
     #[test]
