@@ -480,10 +480,16 @@ mod tests {
         counts.iter().map(|c| c.0.load(Ordering::SeqCst)).collect()
     }
 
+    /// Turns a test on a two-worker runtime gives the relay task before it counts a wake-up
+    /// as lost (a lost one never arrives). The relay may run on the other worker, whose thread
+    /// can be off its core for a while when the whole suite runs on two cores: 100,000 turns
+    /// once passed without the relay running at all (it ran at once in 215 runs alone).
+    const TURNS: usize = 20_000_000;
+
     /// Gives the relay task turns until `counts` reach `expected` (a lost wake-up never
-    /// arrives; the bound is in turns, not time).
+    /// arrives; the bound is in turns, not time: [`TURNS`]).
     async fn until_seen(counts: &[Arc<Count>], expected: &[usize]) {
-        for _ in 0..100_000 {
+        for _ in 0..TURNS {
             let now = seen(counts);
             assert!(now.iter().zip(expected).all(|(s, e)| s <= e), "{now:?}");
             if now == expected {
@@ -795,7 +801,7 @@ mod tests {
             expected.push(usize::MAX);
             expected.extend(0..=RELAY_MIN);
         }
-        for _ in 0..100_000 {
+        for _ in 0..TURNS {
             if log.lock().expect("log").len() >= expected.len() {
                 break;
             }
