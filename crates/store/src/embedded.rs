@@ -68,7 +68,7 @@ use crate::memory::{check_read_revision, validate_progress};
 use crate::mvcc::{self, Plan};
 use crate::quota::{self, Meter};
 use crate::types::KeyBounds;
-use crate::watch::{LogRead, LogSource, LogWatchSettings, run_log_watch};
+use crate::watch::{LogRead, LogSource, LogWatchSettings, log_watch};
 use crate::{
     BackendError, CompactError, Event, EventKind, KeySelector, KeyValue, OpenError, QuotaUsage,
     RangeError, RangeRequest, RangeResponse, Store, StoreCounters, TxnError, TxnRequest,
@@ -105,8 +105,6 @@ pub struct EmbeddedConfig {
     /// waiting (group commit). Default 256 transactions; ≥ 1 (1: one commit per
     /// transaction).
     pub commit_batch_max: usize,
-    /// Items buffered per watch before its task waits for the consumer. Default 128; ≥ 1.
-    pub watch_channel_capacity: usize,
     /// Most revisions a watch reads from the log at once. Default 1000; ≥ 1.
     pub watch_batch_revisions: u64,
     /// How often a caught-up, idle watch sends a progress item; `None` disables.
@@ -127,7 +125,6 @@ impl EmbeddedConfig {
             auto_compact_every: 1000,
             cache_size_bytes: 64 << 20,
             commit_batch_max: 256,
-            watch_channel_capacity: 128,
             watch_batch_revisions: 1000,
             progress_interval: Some(Duration::from_secs(1)),
             quota_bytes: quota::DEFAULT_QUOTA_BYTES,
@@ -145,9 +142,6 @@ impl EmbeddedConfig {
         }
         if self.commit_batch_max == 0 {
             return bad("commit_batch_max must be at least 1");
-        }
-        if self.watch_channel_capacity == 0 {
-            return bad("watch_channel_capacity must be at least 1");
         }
         if self.watch_batch_revisions == 0 {
             return bad("watch_batch_revisions must be at least 1");
@@ -862,19 +856,16 @@ impl Store for EmbeddedStore {
         } else {
             from_revision
         };
-        let (tx, watch) = Watch::channel(self.inner.config.watch_channel_capacity);
         let settings = LogWatchSettings {
             progress_interval: self.inner.config.progress_interval,
             batch_revisions: self.inner.config.watch_batch_revisions,
         };
-        tokio::spawn(run_log_watch(
+        Ok(log_watch(
             self.clone(),
             KeyBounds::new(&keys, None),
             next,
-            tx,
             settings,
-        ));
-        Ok(watch)
+        ))
     }
 
     async fn compact(&self, revision: u64) -> Result<(), CompactError> {

@@ -1,9 +1,10 @@
 //! The in-memory backend: a `BTreeMap` MVCC store for tests and the simulator.
 //!
-//! Deterministic: no background tasks besides watches, no clocks except the optional
-//! progress interval. Every version of every key is kept until [`compact`] drops what
-//! is older than the floor; there is no automatic compaction. Revisions start at 1 (an
-//! empty store), as in a fresh etcd, so the first write is revision 2.
+//! Deterministic: no background tasks (a watch reads the log in its consumer's task), no
+//! clocks except the optional progress interval. Every version of every key is kept until
+//! [`compact`] drops what is older than the floor; there is no automatic compaction.
+//! Revisions start at 1 (an empty store), as in a fresh etcd, so the first write is revision
+//! 2.
 //!
 //! Bounded by [`MemoryConfig::quota_bytes`] (see [`crate::quota`]): a put that would take the
 //! accounted size above it is refused with [`TxnError::NoSpace`]; deletes and compaction always
@@ -25,7 +26,7 @@ use tokio::sync::watch;
 use crate::mvcc::{self, Plan};
 use crate::quota::{self, Meter};
 use crate::types::KeyBounds;
-use crate::watch::{LogRead, LogSource, LogWatchSettings, run_log_watch};
+use crate::watch::{LogRead, LogSource, LogWatchSettings, log_watch};
 use crate::{
     BackendError, CompactError, Event, KeySelector, KeyValue, OpenError, QuotaUsage, RangeError,
     RangeRequest, RangeResponse, Store, StoreCounters, TxnError, TxnRequest, TxnResponse, Watch,
@@ -35,8 +36,6 @@ use crate::{
 /// Configuration of [`MemoryStore`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MemoryConfig {
-    /// Items buffered per watch before its task waits for the consumer. Default 128; ≥ 1.
-    pub watch_channel_capacity: usize,
     /// Most revisions a watch reads from the log at once. Default 1000; ≥ 1.
     pub watch_batch_revisions: u64,
     /// How often a caught-up, idle watch sends [`WatchItem::Progress`](crate::WatchItem);
@@ -50,7 +49,6 @@ pub struct MemoryConfig {
 impl Default for MemoryConfig {
     fn default() -> Self {
         Self {
-            watch_channel_capacity: 128,
             watch_batch_revisions: 1000,
             progress_interval: Some(Duration::from_secs(1)),
             quota_bytes: quota::DEFAULT_QUOTA_BYTES,
@@ -61,11 +59,6 @@ impl Default for MemoryConfig {
 impl MemoryConfig {
     /// Checks every value is in range.
     pub fn validate(&self) -> Result<(), OpenError> {
-        if self.watch_channel_capacity == 0 {
-            return Err(OpenError::InvalidConfig(
-                "watch_channel_capacity must be at least 1".into(),
-            ));
-        }
         if self.watch_batch_revisions == 0 {
             return Err(OpenError::InvalidConfig(
                 "watch_batch_revisions must be at least 1".into(),
@@ -120,6 +113,12 @@ impl State {
 }
 
 impl MemoryStore {
+    /// How many handles hold the store (this one, its clones, its watches).
+    #[cfg(test)]
+    pub(crate) fn holders(&self) -> usize {
+        Arc::strong_count(&self.inner)
+    }
+
     /// An empty store at revision 1.
     pub fn new(config: MemoryConfig) -> Result<Self, OpenError> {
         config.validate()?;
@@ -373,19 +372,16 @@ impl Store for MemoryStore {
         } else {
             from_revision
         };
-        let (tx, watch) = Watch::channel(self.inner.config.watch_channel_capacity);
         let settings = LogWatchSettings {
             progress_interval: self.inner.config.progress_interval,
             batch_revisions: self.inner.config.watch_batch_revisions,
         };
-        tokio::spawn(run_log_watch(
+        Ok(log_watch(
             self.clone(),
             KeyBounds::new(&keys, None),
             next,
-            tx,
             settings,
-        ));
-        Ok(watch)
+        ))
     }
 
     async fn compact(&self, revision: u64) -> Result<(), CompactError> {

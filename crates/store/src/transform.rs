@@ -14,8 +14,8 @@
 //!   any value it cannot decode (as absent, counted and logged), and the cause is logged here
 //!   with the key. One such value does not fail the read or the watch it is part of (a list
 //!   of the whole registry, a reflector's watch): the other keys are served.
-//! - A watch keeps its order and grouping: one task per watch maps each item in turn into a
-//!   channel of the same bound as the backend's.
+//! - A watch keeps its order and grouping: each item of the backend's watch is mapped in turn
+//!   when the consumer asks for it, in the consumer's task (no task or channel of its own).
 
 use std::fmt;
 use std::future::Future;
@@ -58,9 +58,6 @@ pub struct Transformed {
     inner: AnyStore,
     transformer: Arc<dyn ValueTransformer>,
 }
-
-/// Items a watch's mapping task holds at most, as the backends' own watch channels.
-const WATCH_CHANNEL: usize = 64;
 
 impl Transformed {
     /// `inner` with its values transformed by `transformer`.
@@ -170,20 +167,15 @@ impl Transformed {
         from_revision: u64,
     ) -> Boxed<'_, Result<Watch, WatchError>> {
         Box::pin(async move {
-            let mut inner = self.inner.watch(keys, from_revision).await?;
-            let (tx, watch) = Watch::channel(WATCH_CHANNEL);
+            let inner = self.inner.watch(keys, from_revision).await?;
             let transformer = Arc::clone(&self.transformer);
-            tokio::spawn(async move {
-                loop {
-                    // The consumer dropping its watch ends this one (and lets the store close)
-                    // without waiting for the next item.
-                    let mut item = tokio::select! {
-                        item = inner.next() => match item {
-                            Some(item) => item,
-                            None => return,
-                        },
-                        () = tx.closed() => return,
-                    };
+            // Each item is transformed when the consumer asks for it, in its task: no task
+            // or channel between the two watches; dropping this one drops the inner one.
+            Ok(Watch::from_stream(futures_util::stream::unfold(
+                Some((inner, transformer)),
+                |state| async move {
+                    let (mut inner, transformer) = state?;
+                    let mut item = inner.next().await?;
                     if let WatchItem::Revision { events, .. } = &mut item {
                         for event in events {
                             read_event(transformer.as_ref(), event);
@@ -191,12 +183,9 @@ impl Transformed {
                     }
                     let terminal =
                         matches!(item, WatchItem::Failed(_) | WatchItem::Compacted { .. });
-                    if tx.send(item).await.is_err() || terminal {
-                        return;
-                    }
-                }
-            });
-            Ok(watch)
+                    Some((item, (!terminal).then_some((inner, transformer))))
+                },
+            )))
         })
     }
 

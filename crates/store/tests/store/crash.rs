@@ -135,7 +135,7 @@ fn kill9_keeps_every_acknowledged_write() {
                 .all(|w| w[0].0 < w[1].0 && w[0].1 + 1 == w[1].1)
         );
         all.extend(acks);
-        // A runtime per round: shutting it down ends the watch task, which keeps the store
+        // A runtime per round: shutting it down ends the tasks that keep the store
         // (and redb's file lock) open, before the next writer starts.
         runtime().block_on(verify(dir.path(), round, &all));
     }
