@@ -29,8 +29,9 @@ use crate::{BackendError, Event, WatchItem};
 /// A stream of [`WatchItem`]s. Drop it to cancel the watch.
 ///
 /// Items come in revision order. After `Compacted` or `Failed` the stream ends. A watch keeps
-/// the store alive until it is dropped; a log-based backend's reads the log when it is polled
-/// (see the module docs), etcd's runs a task on the tokio runtime that opened it.
+/// the store alive until it is dropped (a log-based one until it has ended, at the latest); a
+/// log-based backend's reads the log when it is polled (see the module docs), etcd's runs a
+/// task on the tokio runtime that opened it.
 pub struct Watch {
     items: Items,
 }
