@@ -143,7 +143,7 @@ pub(crate) fn log_watch<S: LogSource>(
         batch_revisions: settings.batch_revisions.max(1),
         rev_rx,
         ticker,
-        sent_since_tick: false,
+        read_since_tick: false,
         ready: VecDeque::new(),
         caught_up_at: None,
         ended: false,
@@ -161,7 +161,7 @@ struct LogWatch<S> {
     rev_rx: watch::Receiver<u64>,
     ticker: Option<Interval>,
     /// Whether an item was read since the last progress tick.
-    sent_since_tick: bool,
+    read_since_tick: bool,
     /// Items read and not yet taken, in revision order (at most one batch).
     ready: VecDeque<WatchItem>,
     /// Set when a read reached the log's end: its current revision then (the next step
@@ -192,10 +192,10 @@ impl<S: LogSource> LogWatch<S> {
                     () = tick(&mut self.ticker) => {
                         // Like etcd: progress only when caught up and nothing was sent since
                         // the last tick, never for a watch that starts in the future.
-                        let progress = !self.sent_since_tick
+                        let progress = !self.read_since_tick
                             && self.next >= 1
                             && self.next - 1 <= current;
-                        self.sent_since_tick = false;
+                        self.read_since_tick = false;
                         if progress {
                             let item = WatchItem::Progress { revision: self.next - 1 };
                             return Some((item, self));
@@ -230,7 +230,7 @@ impl<S: LogSource> LogWatch<S> {
                     for (revision, events) in items {
                         self.ready
                             .push_back(WatchItem::Revision { revision, events });
-                        self.sent_since_tick = true;
+                        self.read_since_tick = true;
                     }
                     self.next = next;
                     if next > current {
@@ -317,13 +317,13 @@ mod tests {
             // Every other call is dropped after its first poll: a batch's items read and
             // not taken stay for the next call.
             if seen.len() % 2 == 1 {
+                // Every revision is committed: the first poll has the next one.
                 let next = watch.next();
                 tokio::pin!(next);
                 let mut cx = Context::from_waker(Waker::noop());
-                if let Poll::Ready(Some(WatchItem::Revision { revision, .. })) =
-                    next.as_mut().poll(&mut cx)
-                {
-                    seen.push(revision);
+                match next.as_mut().poll(&mut cx) {
+                    Poll::Ready(Some(WatchItem::Revision { revision, .. })) => seen.push(revision),
+                    other => panic!("expected a committed revision at once, got {other:?}"),
                 }
                 continue;
             }
